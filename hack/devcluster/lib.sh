@@ -1,0 +1,53 @@
+# Shared by up.sh and down.sh: where the state lives and how processes are started and stopped.
+# Every process is tracked by a pid file and stopped by that PID only, never by name.
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BIN=$ROOT/bin
+STATE=${DEVCLUSTER_STATE:-$ROOT/.devcluster}
+ETCD_PORT=${DEVCLUSTER_ETCD_PORT:-23790}
+ETCD_PEER_PORT=${DEVCLUSTER_ETCD_PEER_PORT:-23800}
+API_PORT=${DEVCLUSTER_API_PORT:-6443}
+NODES=${DEVCLUSTER_NODES:-3}
+KUBECONFIG_FILE=$STATE/kubeconfig
+
+log() { echo "devcluster: $*" >&2; }
+
+# pid_alive PIDFILE EXPECTED: true when the recorded PID runs a command line containing EXPECTED
+# (so a PID reused by an unrelated process is never mistaken for ours).
+pid_alive() {
+	local pidfile=$1 expected=$2 pid
+	[[ -f $pidfile ]] || return 1
+	pid=$(cat "$pidfile")
+	[[ $pid =~ ^[0-9]+$ ]] || return 1
+	[[ -r /proc/$pid/cmdline ]] || return 1
+	tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$expected"
+}
+
+# start_proc NAME CMD...: starts CMD in its own session (so a Ctrl-C in the caller's terminal
+# does not reach it), logs to $STATE/logs/NAME.log and records its PID in $STATE/pids/NAME.pid.
+start_proc() {
+	local name=$1
+	shift
+	mkdir -p "$STATE/logs" "$STATE/pids"
+	setsid "$@" >"$STATE/logs/$name.log" 2>&1 </dev/null &
+	echo $! >"$STATE/pids/$name.pid"
+}
+
+# stop_pid PIDFILE EXPECTED: SIGTERM, wait up to 15s, then SIGKILL; removes the pid file.
+stop_pid() {
+	local pidfile=$1 expected=$2 pid i
+	if pid_alive "$pidfile" "$expected"; then
+		pid=$(cat "$pidfile")
+		kill -TERM "$pid" 2>/dev/null || true
+		for ((i = 0; i < 150; i++)); do
+			pid_alive "$pidfile" "$expected" || break
+			sleep 0.1
+		done
+		if pid_alive "$pidfile" "$expected"; then
+			kill -KILL "$pid" 2>/dev/null || true
+		fi
+	fi
+	rm -f "$pidfile"
+}
+
+kubectl_dc() { "$BIN/kubectl" --kubeconfig "$KUBECONFIG_FILE" "$@"; }
