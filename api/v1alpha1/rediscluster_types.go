@@ -1,0 +1,181 @@
+/*
+Copyright 2026 The redis-cluster-operator authors.
+
+Licensed under the Apache License, Version 2.0.
+*/
+
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Defaults the API server fills in (OpenAPI defaults) and that the helpers repeat, so an
+// object that never went through the API server (the `render` command reading a file)
+// means the same thing.
+const (
+	// DefaultReplicasPerMaster is spec.replicasPerMaster when unset: one replica per master.
+	DefaultReplicasPerMaster int32 = 1
+	// DefaultRepository is spec.repository when unset (Docker Hub's official image).
+	DefaultRepository = "library/redis"
+	// MinMasters is the smallest Redis Cluster the operator builds: with fewer masters
+	// a failover cannot reach a majority.
+	MinMasters int32 = 3
+	// MaxReplicasPerMaster bounds spec.replicasPerMaster.
+	MaxReplicasPerMaster int32 = 5
+)
+
+// FinalizersForeground is the value of spec.finalizers that makes deleting the CR wait
+// until the Redis pods are really gone (the operator holds a finalizer meanwhile).
+const FinalizersForeground = "foreground"
+
+// RedisClusterSpec is what the user asks for. Field names and shapes are the seed CR's
+// (the original Harmony Cloud operator's `redis.middleware.hc.cn/v1alpha1` RedisCluster);
+// additions are marked as such.
+//
+// The rules below are checked by the API server at `kubectl apply`, so a bad spec is
+// refused before the operator sees it.
+//
+// +kubebuilder:validation:XValidation:rule="(has(self.replicasPerMaster) ? self.replicasPerMaster : 1) < 0 || (has(self.replicasPerMaster) ? self.replicasPerMaster : 1) > 5 || self.replicas / (1 + (has(self.replicasPerMaster) ? self.replicasPerMaster : 1)) >= 3",messageExpression="'spec.replicas: ' + string(self.replicas) + ' instances with replicasPerMaster ' + string(has(self.replicasPerMaster) ? self.replicasPerMaster : 1) + ' give ' + string(self.replicas / (1 + (has(self.replicasPerMaster) ? self.replicasPerMaster : 1))) + ' masters; a Redis Cluster needs at least 3'",fieldPath=".replicas",reason="FieldValueInvalid"
+// +kubebuilder:validation:XValidation:rule="(has(self.pod) && size(self.pod) > 0 && has(self.pod[0].volumes) && has(self.pod[0].volumes.type) ? self.pod[0].volumes.type : 'emptyDir') == (has(oldSelf.pod) && size(oldSelf.pod) > 0 && has(oldSelf.pod[0].volumes) && has(oldSelf.pod[0].volumes.type) ? oldSelf.pod[0].volumes.type : 'emptyDir')",messageExpression="'spec.pod[0].volumes.type: cannot change from ' + (has(oldSelf.pod) && size(oldSelf.pod) > 0 && has(oldSelf.pod[0].volumes) && has(oldSelf.pod[0].volumes.type) ? oldSelf.pod[0].volumes.type : 'emptyDir') + ' to ' + (has(self.pod) && size(self.pod) > 0 && has(self.pod[0].volumes) && has(self.pod[0].volumes.type) ? self.pod[0].volumes.type : 'emptyDir') + ' on an existing cluster (the data would be left behind); create a new RedisCluster instead'",fieldPath=".pod",reason="FieldValueForbidden"
+type RedisClusterSpec struct {
+	// replicas is the total number of Redis instances (pods), masters and replicas
+	// together (seed: `replicas`). Masters = replicas / (1 + replicasPerMaster); the
+	// remaining instances are spread as replicas over the masters. A Redis Cluster needs
+	// at least 3 masters, so replicas must be at least 3 * (1 + replicasPerMaster).
+	// This is the field `kubectl scale rec/NAME --replicas=N` changes. Required.
+	// +kubebuilder:validation:Minimum=0
+	// +required
+	Replicas int32 `json:"replicas"`
+
+	// replicasPerMaster is how many replicas each master gets (addition; not in the
+	// seed). 0 builds a cluster of masters only. Default 1, range 0 to 5.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=5
+	// +kubebuilder:default=1
+	// +optional
+	ReplicasPerMaster *int32 `json:"replicasPerMaster,omitempty"`
+
+	// pause puts the cluster in maintenance mode (seed: `pause`): while true the operator
+	// changes nothing (no apply, no Redis command that writes) and says so in the status;
+	// setting it back to false resumes where it stopped. Default false.
+	// +optional
+	Pause bool `json:"pause,omitempty"`
+
+	// finalizers says what deleting the CR does (seed: `finalizers`).
+	// "foreground": the delete waits until the Redis pods are really gone (the operator
+	// holds a finalizer and the phase is Deleting). "" (default): ordinary
+	// owner-reference garbage collection, the CR disappears at once.
+	// +kubebuilder:validation:Enum="";foreground
+	// +optional
+	Finalizers string `json:"finalizers,omitempty"`
+
+	// repository is the Redis image repository (seed: `repository`); the image is
+	// repository:version unless pod[0].middlewareImage overrides it.
+	// Default "library/redis".
+	// +kubebuilder:default="library/redis"
+	// +optional
+	Repository string `json:"repository,omitempty"`
+
+	// version is the Redis image tag (seed: `version`, e.g. 3.2.8 or "7.2" — quote a
+	// version YAML would read as a number). Changing it upgrades the cluster pod by pod.
+	// Required, not empty.
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Version string `json:"version"`
+
+	// updateStrategy says how hash slots move when masters are added (seed:
+	// `updateStrategy`). Default: type AutoReceive, pipeline 100.
+	// +kubebuilder:default={}
+	// +optional
+	UpdateStrategy RedisUpdateStrategy `json:"updateStrategy,omitzero"`
+
+	// pod is the Redis pod template (seed: `pod`). It is a list because the seed wrote
+	// it as one; only its first entry is used, so at most one entry is accepted.
+	// Default: no entry, i.e. a pod with an emptyDir data volume and no extras.
+	// +kubebuilder:validation:MaxItems=1
+	// +optional
+	Pod []RedisPodTemplate `json:"pod,omitempty"`
+
+	// passwordSecret names the Secret key holding the Redis password (addition). When
+	// set, every instance requires it (requirepass and masterauth); the password reaches
+	// Redis only through an environment variable from the Secret, never a ConfigMap, a
+	// log, an event or the status. Default: no password.
+	// +optional
+	PasswordSecret *SecretKeyReference `json:"passwordSecret,omitempty"`
+
+	// clientService configures the client Service NAME-client, the one endpoint
+	// clients connect to (addition). Default: type ClusterIP, no annotations.
+	// +kubebuilder:default={}
+	// +optional
+	ClientService ClientServiceSpec `json:"clientService,omitzero"`
+}
+
+// SecretKeyReference points at one key of a Secret in the RedisCluster's namespace.
+type SecretKeyReference struct {
+	// name is the Secret's name, in the RedisCluster's namespace. Required.
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Name string `json:"name"`
+
+	// key is the key in the Secret's data that holds the password. Default "password".
+	// +kubebuilder:default="password"
+	// +kubebuilder:validation:MinLength=1
+	// +optional
+	Key string `json:"key,omitempty"`
+}
+
+// ClientServiceSpec configures the client Service (addition).
+type ClientServiceSpec struct {
+	// type is the Service type: ClusterIP (default), NodePort or LoadBalancer.
+	// +kubebuilder:validation:Enum=ClusterIP;NodePort;LoadBalancer
+	// +kubebuilder:default=ClusterIP
+	// +optional
+	Type corev1.ServiceType `json:"type,omitempty"`
+
+	// annotations are added to the client Service, e.g. for a cloud load balancer.
+	// Default none.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// RedisCluster is a Redis Cluster: a StatefulSet of Redis instances in cluster mode, the
+// hash slots spread over its masters, each master with replicasPerMaster replicas.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=redisclusters,singular=rediscluster,shortName=rec,scope=Namespaced
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=".spec.replicas",description="Redis instances asked for"
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=".status.replicas",description="Redis instances up"
+// +kubebuilder:printcolumn:name="Masters",type=integer,JSONPath=".status.masters",description="Masters holding slots"
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=".status.phase"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
+type RedisCluster struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is what the user asks for.
+	// +required
+	Spec RedisClusterSpec `json:"spec"`
+
+	// status is what the operator observed; written by the operator only.
+	// +optional
+	Status RedisClusterStatus `json:"status,omitzero"`
+}
+
+// RedisClusterList is a list of RedisCluster.
+//
+// +kubebuilder:object:root=true
+type RedisClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []RedisCluster `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&RedisCluster{}, &RedisClusterList{})
+}

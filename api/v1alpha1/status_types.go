@@ -1,0 +1,148 @@
+/*
+Copyright 2026 The redis-cluster-operator authors.
+
+Licensed under the Apache License, Version 2.0.
+*/
+
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// RedisClusterPhase is where the cluster is in its life (seed: `status.phase`).
+// +kubebuilder:validation:Enum="";None;Creating;Running;Scaling;Upgrading;Failed;Deleting
+type RedisClusterPhase string
+
+const (
+	// PhaseEmpty is the phase of a CR the operator has not looked at yet; same as None.
+	PhaseEmpty RedisClusterPhase = ""
+	// PhaseNone: the CR was just created.
+	PhaseNone RedisClusterPhase = "None"
+	// PhaseCreating: the operator created the objects and waits for the instances, then
+	// builds the cluster (meet, slots, replicas).
+	PhaseCreating RedisClusterPhase = "Creating"
+	// PhaseRunning: the cluster matches the spec and serves.
+	PhaseRunning RedisClusterPhase = "Running"
+	// PhaseScaling: the instance count changed; instances are added or removed and
+	// slots move.
+	PhaseScaling RedisClusterPhase = "Scaling"
+	// PhaseUpgrading: the pod template changed; pods are replaced one by one.
+	PhaseUpgrading RedisClusterPhase = "Upgrading"
+	// PhaseFailed: an operation timed out or cannot proceed, or the cluster is broken;
+	// status.reason says why.
+	PhaseFailed RedisClusterPhase = "Failed"
+	// PhaseDeleting: the CR is being deleted with finalizers: foreground.
+	PhaseDeleting RedisClusterPhase = "Deleting"
+)
+
+// Values of RedisClusterCondition.Type: the role of the instance.
+const (
+	RoleMaster = "master"
+	RoleSlave  = "slave"
+)
+
+// RedisClusterStatus is what the operator observed (seed: `status`).
+type RedisClusterStatus struct {
+	// replicas is the number of Redis instances up (seed: `replicas`); the scale
+	// subresource reads it.
+	// +optional
+	Replicas int32 `json:"replicas"`
+
+	// masters is the number of masters holding slots (addition).
+	// +optional
+	Masters int32 `json:"masters"`
+
+	// phase is where the cluster is in its life (seed: `phase`): "" or None (just
+	// created), Creating, Running, Scaling, Upgrading, Failed, Deleting.
+	// +optional
+	Phase RedisClusterPhase `json:"phase,omitempty"`
+
+	// reason says, in words, why the phase is what it is (seed: `reason`), e.g. why
+	// it failed or why a request cannot be done.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+
+	// conditions has one entry per Redis instance (seed: `conditions`).
+	// +optional
+	Conditions []RedisClusterCondition `json:"conditions,omitempty"`
+
+	// observedGeneration is the metadata.generation of the spec last reconciled
+	// successfully (addition).
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// selector is the label selector of the Redis pods, as a string, for the scale
+	// subresource (addition), e.g.
+	// "app.kubernetes.io/instance=NAME,app.kubernetes.io/name=redis-cluster".
+	// +optional
+	Selector string `json:"selector,omitempty"`
+
+	// clusterConditions are conditions of the whole cluster, in the standard shape
+	// (addition; kept apart so `conditions` keeps the seed's per-instance shape).
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	ClusterConditions []metav1.Condition `json:"clusterConditions,omitempty"`
+}
+
+// RedisClusterCondition is the state of one Redis instance (seed: an item of
+// `status.conditions`).
+type RedisClusterCondition struct {
+	// name is the pod's name, e.g. "demo-0" (seed: `name`).
+	// +optional
+	Name string `json:"name,omitempty"`
+
+	// instance is the instance's address, ip:port (seed: `instance`).
+	// +optional
+	Instance string `json:"instance,omitempty"`
+
+	// type is the instance's role: master or slave (seed: `type`).
+	// +optional
+	Type string `json:"type,omitempty"`
+
+	// masterNodeId is the node ID of the master this instance replicates; a master's
+	// own node ID for a master (seed: `masterNodeId`).
+	// +optional
+	MasterNodeID string `json:"masterNodeId,omitempty"`
+
+	// nodeId is the instance's Redis Cluster node ID (seed: `nodeId`).
+	// +optional
+	NodeID string `json:"nodeId,omitempty"`
+
+	// domainName is the pod's DNS name, NAME-i.NAME.NS.svc.cluster.local (seed:
+	// `domainName`).
+	// +optional
+	DomainName string `json:"domainName,omitempty"`
+
+	// slots are the hash slots the instance serves, e.g. "0-5460" or
+	// "0-100,200-300"; empty for a replica (seed: `slots`).
+	// +optional
+	Slots string `json:"slots,omitempty"`
+
+	// hostname is the name of the node the pod runs on (seed: `hostname`).
+	// +optional
+	Hostname string `json:"hostname,omitempty"`
+
+	// hostIP is the IP of the node the pod runs on (seed: `hostIP`).
+	// +optional
+	HostIP string `json:"hostIP,omitempty"`
+
+	// status is "True" when the instance is up and part of the cluster, "False" when
+	// not, "Unknown" when it cannot be told (seed: `status`).
+	// +optional
+	Status corev1.ConditionStatus `json:"status,omitempty"`
+
+	// reason is a CamelCase word for the status (seed: `reason`).
+	// +optional
+	Reason string `json:"reason,omitempty"`
+
+	// message says the same for humans (seed: `message`).
+	// +optional
+	Message string `json:"message,omitempty"`
+
+	// lastTransitionTime is when status last changed (seed: `lastTransitionTime`).
+	// +optional
+	LastTransitionTime metav1.Time `json:"lastTransitionTime,omitzero"`
+}
