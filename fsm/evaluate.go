@@ -38,7 +38,7 @@ func (d Decision) Changed() bool { return d.Event != "" }
 func Evaluate(current Phase, obs Observation) (Decision, error) {
 	from := normalize(current)
 	if !known(from) {
-		return Decision{}, fmt.Errorf("failed to evaluate phase %q: unknown phase", current)
+		return Decision{}, fmt.Errorf("failed to evaluate phase: unknown phase %q", current)
 	}
 	m := newMachine(from, obs)
 	for _, e := range Events {
