@@ -27,7 +27,7 @@ func Markdown() string {
 	b.WriteString("```mermaid\n")
 	b.WriteString(Mermaid())
 	b.WriteString("```\n\n")
-	b.WriteString("Every event except `delete` also needs `not Paused`.\n\n")
+	b.WriteString("Every event except `delete` also needs `not Paused`; Evaluate offers events in the order delete, fail, then the forward ones.\n\n")
 
 	b.WriteString("| from | event | guard | to |\n|---|---|---|---|\n")
 	for _, t := range table {
