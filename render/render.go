@@ -1,0 +1,154 @@
+// Package render turns a RedisCluster into the objects the operator applies, by filling
+// the embedded CUE templates (package templates). The templates are compiled once by
+// New; the compiled value is shared, read-only, by every Render.
+package render
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"cuelang.org/go/cue"
+	cueerrors "cuelang.org/go/cue/errors"
+	cuejson "cuelang.org/go/encoding/json"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+
+	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
+	"github.com/hc-middleware/redis-cluster-operator/templates"
+)
+
+// Paths of the templates' interface (templates/config.cue, templates/objects.cue).
+var (
+	inputPath         = cue.ParsePath("input")
+	userRedisConfPath = cue.ParsePath("context.userRedisConf")
+	objectsPath       = cue.ParsePath("objects")
+)
+
+// Renderer renders RedisClusters with the compiled templates. It is safe for
+// concurrent use: Render only reads the shared compiled value (FillPath returns a new
+// value) and cuelang.org/go v0.17 supports concurrent use of a cue.Value.
+type Renderer struct {
+	// template is the compiled package with `input` still open.
+	template cue.Value
+}
+
+// New compiles the embedded templates. Call it once at start and share the Renderer.
+func New() (*Renderer, error) {
+	v, err := compile(newContext(), templates.FS)
+	if err != nil {
+		return nil, err
+	}
+	return &Renderer{template: v}, nil
+}
+
+// input is the part of a RedisCluster the templates read: the CR as a user writes it,
+// without status and without server-set metadata.
+type input struct {
+	APIVersion string                         `json:"apiVersion"`
+	Kind       string                         `json:"kind"`
+	Metadata   inputMetadata                  `json:"metadata"`
+	Spec       redisv1alpha1.RedisClusterSpec `json:"spec"`
+}
+
+type inputMetadata struct {
+	Name        string            `json:"name"`
+	Namespace   string            `json:"namespace,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// Render returns the objects for rc, in the order of the templates' `objects`:
+// ConfigMap, headless Service, client Service, StatefulSet. userRedisConf is the
+// redis.conf text of the user ConfigMap named by spec.pod[0].configmap ("" for none).
+// Owner references are left to the caller. An error names the CUE path that failed.
+func (r *Renderer) Render(rc *redisv1alpha1.RedisCluster, userRedisConf string) ([]*unstructured.Unstructured, error) {
+	in := input{
+		// The templates accept only this group/version/kind; a typed object read from
+		// the API server may carry an empty TypeMeta.
+		APIVersion: redisv1alpha1.GroupVersion.String(),
+		Kind:       "RedisCluster",
+		Metadata: inputMetadata{
+			Name:        rc.Name,
+			Namespace:   rc.Namespace,
+			Labels:      rc.Labels,
+			Annotations: rc.Annotations,
+		},
+		Spec: rc.Spec,
+	}
+	data, err := json.Marshal(in)
+	if err != nil {
+		return nil, fmt.Errorf("failed to encode RedisCluster %s/%s: %w", rc.Namespace, rc.Name, err)
+	}
+	objs, err := r.renderJSON(data, userRedisConf)
+	if err != nil {
+		return nil, fmt.Errorf("failed to render RedisCluster %s/%s: %w", rc.Namespace, rc.Name, err)
+	}
+	return objs, nil
+}
+
+// renderJSON fills the template with a CR given as JSON and decodes the objects.
+func (r *Renderer) renderJSON(data []byte, userRedisConf string) ([]*unstructured.Unstructured, error) {
+	expr, err := cuejson.Extract("input.json", data)
+	if err != nil {
+		return nil, fmt.Errorf("failed to parse input: %w", err)
+	}
+	v := r.template.FillPath(inputPath, r.template.Context().BuildExpr(expr))
+	if userRedisConf != "" {
+		v = v.FillPath(userRedisConfPath, userRedisConf)
+	}
+	objects := v.LookupPath(objectsPath)
+	// input is validated too: some of its constraints (e.g. updateStrategy) feed no
+	// object, so checking the objects alone would let them pass.
+	for _, p := range []cue.Path{inputPath, objectsPath} {
+		if err := v.LookupPath(p).Validate(cue.Concrete(true)); err != nil {
+			return nil, cueError(err)
+		}
+	}
+	out, err := objects.MarshalJSON()
+	if err != nil {
+		return nil, cueError(err)
+	}
+	var list []map[string]interface{}
+	// k8s.io/apimachinery's json decodes numbers as int64 where they are whole, as
+	// unstructured objects require.
+	if err := utiljson.Unmarshal(out, &list); err != nil {
+		return nil, fmt.Errorf("failed to decode objects: %w", err)
+	}
+	objs := make([]*unstructured.Unstructured, len(list))
+	for i, o := range list {
+		objs[i] = &unstructured.Unstructured{Object: o}
+	}
+	return objs, nil
+}
+
+// cueError flattens a CUE error into one error whose text starts with the path of each
+// failing value, e.g. `input.spec.replicas: conflicting values "6" and int32`. The same
+// root cause is often reported once per object that uses it; only the first report of
+// each message is kept.
+func cueError(err error) error {
+	var b strings.Builder
+	seen := map[string]bool{}
+	for _, e := range cueerrors.Errors(err) {
+		msg := e.Error()
+		if seen[msg] {
+			continue
+		}
+		seen[msg] = true
+		if b.Len() > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(msg)
+	}
+	return &Error{msg: b.String(), err: err}
+}
+
+// Error is a render error; its message names the CUE paths that failed. Unwrap gives
+// the CUE error (cuelang.org/go/cue/errors) for positions and details.
+type Error struct {
+	msg string
+	err error
+}
+
+func (e *Error) Error() string { return e.msg }
+func (e *Error) Unwrap() error { return e.err }
