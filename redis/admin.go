@@ -1,0 +1,180 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	goredis "github.com/go-redis/redis/v8"
+)
+
+// Admin is the handful of Redis calls the operator makes on one node. Keeping it this small
+// makes every Redis write easy to find and to count.
+type Admin interface {
+	// Addr is the node's "ip:port".
+	Addr() string
+	ClusterNodes(ctx context.Context) ([]Node, error)
+	ClusterInfo(ctx context.Context) (ClusterInfo, error)
+	// DBSize counts the node's keys; bootstrap refuses to claim a node that holds data.
+	DBSize(ctx context.Context) (int64, error)
+	// Meet asks this node to handshake with the node at addr ("ip:port").
+	Meet(ctx context.Context, addr string) error
+	// AddSlotsRange assigns the range to this node (ADDSLOTSRANGE, or ADDSLOTS on Redis < 7).
+	AddSlotsRange(ctx context.Context, r SlotRange) error
+	// Replicate makes this node a replica of masterID.
+	Replicate(ctx context.Context, masterID string) error
+	// SetConfigEpoch gives a fresh node its config epoch before it meets others.
+	SetConfigEpoch(ctx context.Context, epoch uint64) error
+}
+
+// Factory hands out an Admin per node address, reusing one pooled client per address.
+type Factory interface {
+	For(addr string) Admin
+	// Close closes every client the factory made.
+	Close() error
+}
+
+// Options configure the clients of a Factory.
+type Options struct {
+	// Password is sent with AUTH; empty for no password.
+	Password     string
+	DialTimeout  time.Duration
+	ReadTimeout  time.Duration
+	WriteTimeout time.Duration
+	// PoolSize per node; small, the operator sends a few commands per reconcile.
+	PoolSize int
+	// Hooks are added to every client, e.g. a CommandCounter.
+	Hooks []goredis.Hook
+}
+
+// NewFactory returns a Factory with the given options; zero timeouts get short defaults
+// because a reconcile must not hang on an unreachable pod.
+func NewFactory(opts Options) Factory {
+	if opts.DialTimeout == 0 {
+		opts.DialTimeout = 2 * time.Second
+	}
+	if opts.ReadTimeout == 0 {
+		opts.ReadTimeout = 3 * time.Second
+	}
+	if opts.WriteTimeout == 0 {
+		opts.WriteTimeout = 3 * time.Second
+	}
+	if opts.PoolSize == 0 {
+		opts.PoolSize = 4
+	}
+	return &factory{opts: opts, clients: map[string]*goredis.Client{}}
+}
+
+type factory struct {
+	opts    Options
+	mu      sync.Mutex
+	clients map[string]*goredis.Client
+}
+
+func (f *factory) For(addr string) Admin {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.clients[addr]
+	if !ok {
+		c = goredis.NewClient(&goredis.Options{
+			Addr:         addr,
+			Password:     f.opts.Password,
+			DialTimeout:  f.opts.DialTimeout,
+			ReadTimeout:  f.opts.ReadTimeout,
+			WriteTimeout: f.opts.WriteTimeout,
+			PoolSize:     f.opts.PoolSize,
+			MaxRetries:   -1, // a write such as MEET must not be sent twice behind our back
+		})
+		for _, h := range f.opts.Hooks {
+			c.AddHook(h)
+		}
+		f.clients[addr] = c
+	}
+	return &admin{addr: addr, c: c}
+}
+
+func (f *factory) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var first error
+	for addr, c := range f.clients {
+		if err := c.Close(); err != nil && first == nil {
+			first = fmt.Errorf("failed to close client for %s: %w", addr, err)
+		}
+		delete(f.clients, addr)
+	}
+	return first
+}
+
+type admin struct {
+	addr string
+	c    *goredis.Client
+}
+
+func (a *admin) Addr() string { return a.addr }
+
+func (a *admin) ClusterNodes(ctx context.Context) ([]Node, error) {
+	text, err := a.c.ClusterNodes(ctx).Result()
+	if err != nil {
+		return nil, fmt.Errorf("failed to read CLUSTER NODES from %s: %w", a.addr, err)
+	}
+	return ParseClusterNodes(text)
+}
+
+func (a *admin) ClusterInfo(ctx context.Context) (ClusterInfo, error) {
+	text, err := a.c.ClusterInfo(ctx).Result()
+	if err != nil {
+		return ClusterInfo{}, fmt.Errorf("failed to read CLUSTER INFO from %s: %w", a.addr, err)
+	}
+	return ParseClusterInfo(text)
+}
+
+func (a *admin) DBSize(ctx context.Context) (int64, error) {
+	n, err := a.c.DBSize(ctx).Result()
+	if err != nil {
+		return 0, fmt.Errorf("failed to read DBSIZE from %s: %w", a.addr, err)
+	}
+	return n, nil
+}
+
+func (a *admin) Meet(ctx context.Context, addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("failed to meet %s: %w", addr, err)
+	}
+	if err := a.c.ClusterMeet(ctx, host, port).Err(); err != nil {
+		return fmt.Errorf("failed to make %s meet %s: %w", a.addr, addr, err)
+	}
+	return nil
+}
+
+func (a *admin) AddSlotsRange(ctx context.Context, r SlotRange) error {
+	err := a.c.Do(ctx, "cluster", "addslotsrange", r.Start, r.End).Err()
+	if err != nil && strings.Contains(strings.ToLower(err.Error()), "unknown subcommand") {
+		// Redis before 7.0 has no ADDSLOTSRANGE; ADDSLOTS with every slot does the same.
+		err = a.c.ClusterAddSlotsRange(ctx, r.Start, r.End).Err()
+	}
+	if err != nil {
+		return fmt.Errorf("failed to assign slots %s to %s: %w", r, a.addr, err)
+	}
+	return nil
+}
+
+func (a *admin) Replicate(ctx context.Context, masterID string) error {
+	if err := a.c.ClusterReplicate(ctx, masterID).Err(); err != nil {
+		return fmt.Errorf("failed to make %s replicate %s: %w", a.addr, masterID, err)
+	}
+	return nil
+}
+
+func (a *admin) SetConfigEpoch(ctx context.Context, epoch uint64) error {
+	err := a.c.Do(ctx, "cluster", "set-config-epoch", strconv.FormatUint(epoch, 10)).Err()
+	if err != nil {
+		return fmt.Errorf("failed to set config epoch %d on %s: %w", epoch, a.addr, err)
+	}
+	return nil
+}

@@ -1,0 +1,366 @@
+package redis
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// ActionKind names a Redis write the bootstrap makes.
+type ActionKind string
+
+const (
+	ActionSetConfigEpoch ActionKind = "SetConfigEpoch"
+	ActionAddSlots       ActionKind = "AddSlots"
+	ActionMeet           ActionKind = "Meet"
+	ActionReplicate      ActionKind = "Replicate"
+)
+
+// Action is one write on one member. Actions of one plan on different members may run in
+// parallel; actions on the same member run in plan order.
+type Action struct {
+	Kind ActionKind
+	// Member is the index of the member the command is sent to.
+	Member int
+	Epoch  uint64    // SetConfigEpoch
+	Slots  SlotRange // AddSlots
+	// Target is the member index met (Meet) or replicated (Replicate).
+	Target int
+	// TargetAddr and MasterID are filled from the observation so the executor needs no lookup.
+	TargetAddr string
+	MasterID   string
+	// Message is for events: "Assigned slots 0-5460 to demo-0".
+	Message string
+}
+
+// Plan is what bootstrap does next, computed from one observation.
+type Plan struct {
+	// Masters are the member indexes chosen as masters, in ordinal order.
+	Masters []int
+	// ReplicaOf maps a replica's member index to its master's.
+	ReplicaOf map[int]int
+	// Actions to run now; empty when waiting or done.
+	Actions []Action
+	// NeedKeys lists members about to be written whose key count is not known yet; the
+	// executor reads DBSIZE for them and plans again.
+	NeedKeys []int
+	// Refusal is set when bootstrap must not proceed (data on a node, conflicting slots).
+	Refusal error
+	// Phase says where bootstrap stands, in words for the status.
+	Phase string
+	// Done is true when every guard of a formed cluster holds.
+	Done bool
+}
+
+// Bootstrap phases, in the order a fresh cluster passes them.
+const (
+	PhaseWaitingForPods = "WaitingForPods"
+	PhaseAssigning      = "AssigningSlots"
+	PhaseMeeting        = "MeetingNodes"
+	PhaseReplicating    = "AttachingReplicas"
+	PhaseConverging     = "WaitingForAgreement"
+	PhaseFormed         = "Formed"
+	PhaseRefused        = "Refused"
+)
+
+// PlanBootstrap decides the next writes that bring the members to a formed cluster of
+// `masters` masters with replicasPerMaster replicas each. It is pure: the same observation
+// gives the same plan, and an observation of a formed cluster gives no action, which is
+// what makes bootstrap idempotent and safe to resume after a crash at any step.
+//
+// Order of the steps, and why:
+//  1. config epochs on fresh nodes and slots on empty masters, before any meet, so the
+//     handshakes already carry distinct epochs and the final slot owners;
+//  2. masters meet each other and every replica meets its own master;
+//  3. a replica replicates as soon as it knows its master;
+//  4. a replica meets the rest once it is a replica, so others learn it in its final role;
+//  5. a member that others see with an old role or old slots re-announces itself with a
+//     MEET to them (a MEET to a known node is harmless and makes it send its header now,
+//     instead of waiting up to node-timeout/2 for the next ping).
+func PlanBootstrap(st *ClusterState, masters, replicasPerMaster int) Plan {
+	if down := st.Unreachable(); len(down) > 0 {
+		return Plan{Phase: PhaseWaitingForPods}
+	}
+	if err := checkShape(st, masters, replicasPerMaster); err != nil {
+		return refuse(err)
+	}
+	if err := checkSlotOwners(st); err != nil {
+		return refuse(err)
+	}
+	p := Plan{}
+	fixed, existing := currentRoles(st)
+	if len(fixed) > masters {
+		return refuse(fmt.Errorf("%d members already hold slots but only %d masters are wanted: %s",
+			len(fixed), masters, podList(st, fixed)))
+	}
+	p.Masters = ChooseMasters(memberList(st), fixed, existing, masters)
+	if p.Masters == nil {
+		return refuse(fmt.Errorf("cannot choose %d masters: too many members are replicas already", masters))
+	}
+	p.ReplicaOf = AssignReplicas(memberList(st), p.Masters, existing, replicasPerMaster)
+
+	slotActs := planSlots(st, p.Masters)
+	epochActs := planEpochs(st)
+	if len(slotActs)+len(epochActs) > 0 {
+		p.Phase = PhaseAssigning
+		return p.withWrites(st, append(epochActs, slotActs...))
+	}
+	if st.Formed(masters, replicasPerMaster) {
+		p.Phase, p.Done = PhaseFormed, true
+		return p
+	}
+	acts, phase := planLinks(st, p)
+	p.Phase = phase
+	return p.withWrites(st, acts)
+}
+
+// withWrites sets the actions once no member bootstrap will claim holds keys of its own.
+// A member is claimed when it holds no slots and is not a replica of another member: it
+// is about to get slots or become a replica, and either would hide or drop its data. The
+// check covers every such member before the first write, so a refusal leaves the nodes
+// untouched.
+func (p Plan) withWrites(st *ClusterState, acts []Action) Plan {
+	_, replicaOf := currentRoles(st)
+	for i := range st.Members {
+		m := &st.Members[i]
+		if len(m.Self().Slots) > 0 || isKey(replicaOf, i) {
+			continue
+		}
+		if !m.KeysKnown {
+			p.NeedKeys = append(p.NeedKeys, i)
+			continue
+		}
+		if m.Keys > 0 {
+			return refuse(fmt.Errorf("pod %s (%s) holds %d keys but no slots; refusing to make it part of a new cluster",
+				m.Pod, m.Addr, m.Keys))
+		}
+	}
+	if len(p.NeedKeys) > 0 {
+		return p
+	}
+	p.Actions = acts
+	return p
+}
+
+func refuse(err error) Plan { return Plan{Refusal: err, Phase: PhaseRefused} }
+
+func checkShape(st *ClusterState, masters, replicasPerMaster int) error {
+	if masters < 1 || replicasPerMaster < 0 {
+		return fmt.Errorf("want at least 1 master and 0 replicas per master, got %d and %d", masters, replicasPerMaster)
+	}
+	if need := masters * (1 + replicasPerMaster); len(st.Members) < need {
+		return fmt.Errorf("%d masters with %d replicas each need %d members, have %d",
+			masters, replicasPerMaster, need, len(st.Members))
+	}
+	return nil
+}
+
+// checkSlotOwners refuses when two members claim the same slot, or when a member's view has
+// a node outside the members holding slots: that member belongs to another cluster.
+func checkSlotOwners(st *ClusterState) error {
+	isMember := map[string]bool{}
+	for _, id := range st.IDs() {
+		isMember[id] = true
+	}
+	var seen SlotRanges
+	seenBy := ""
+	for i := range st.Members {
+		m := &st.Members[i]
+		self := m.Self()
+		if both := seen.Intersect(self.Slots); len(both) > 0 {
+			return fmt.Errorf("slots %s are claimed by both %s and %s", both, seenBy, m.Pod)
+		}
+		seen = append(seen, self.Slots...).Normalize()
+		seenBy = m.Pod
+		for _, n := range m.Nodes {
+			if !isMember[n.ID] && !n.Handshake && len(n.Slots) > 0 {
+				return fmt.Errorf("pod %s knows node %s (%s) outside this cluster holding slots %s",
+					m.Pod, n.ID, n.Addr(), n.Slots)
+			}
+		}
+	}
+	return nil
+}
+
+// currentRoles reads which members hold slots (fixed masters) and which are replicas of
+// another member already.
+func currentRoles(st *ClusterState) (fixed []int, replicaOf map[int]int) {
+	index := map[string]int{}
+	for i, id := range st.IDs() {
+		index[id] = i
+	}
+	replicaOf = map[int]int{}
+	for i := range st.Members {
+		self := st.Members[i].Self()
+		if len(self.Slots) > 0 {
+			fixed = append(fixed, i)
+		}
+		if m, ok := index[self.MasterID]; self.Replica && ok {
+			replicaOf[i] = m
+		}
+	}
+	return fixed, replicaOf
+}
+
+// planEpochs gives every fresh member (epoch 0, knows nobody) a distinct config epoch,
+// ordinal+1 as redis-cli does, so masters never start with colliding epochs. Ordinals make
+// the epochs distinct across re-runs too.
+func planEpochs(st *ClusterState) []Action {
+	var out []Action
+	for i := range st.Members {
+		m := &st.Members[i]
+		if self := m.Self(); self.ConfigEpoch == 0 && len(m.Nodes) == 1 {
+			out = append(out, Action{Kind: ActionSetConfigEpoch, Member: i, Epoch: uint64(i + 1),
+				Message: fmt.Sprintf("Set config epoch %d on %s", i+1, m.Pod)})
+		}
+	}
+	return out
+}
+
+// planSlots assigns the slots nobody claims. The split is redis-cli's; range k goes to the
+// master already holding part of it (finishing an interrupted bootstrap) or else to the
+// next master holding nothing, in ordinal order, so master k gets range k on a fresh cluster.
+func planSlots(st *ClusterState, masters []int) []Action {
+	free := AllSlots().Subtract(st.ClaimedSlots())
+	if len(free) == 0 {
+		return nil
+	}
+	used := map[int]bool{}
+	var out []Action
+	for _, r := range SplitSlots(len(masters)) {
+		missing := free.Intersect(SlotRanges{r})
+		owner := -1
+		for _, m := range masters {
+			if len(st.Members[m].Self().Slots.Intersect(SlotRanges{r})) > 0 {
+				owner = m
+				break
+			}
+		}
+		if owner < 0 {
+			for _, m := range masters {
+				if !used[m] && len(st.Members[m].Self().Slots) == 0 {
+					owner = m
+					break
+				}
+			}
+		}
+		if owner < 0 {
+			owner = leastSlots(st, masters)
+		}
+		used[owner] = true
+		for _, sr := range missing {
+			out = append(out, Action{Kind: ActionAddSlots, Member: owner, Slots: sr,
+				Message: fmt.Sprintf("Assigned slots %s to %s", sr, st.Members[owner].Pod)})
+		}
+	}
+	return out
+}
+
+func leastSlots(st *ClusterState, masters []int) int {
+	best := masters[0]
+	for _, m := range masters[1:] {
+		if st.Members[m].Self().Slots.Count() < st.Members[best].Self().Slots.Count() {
+			best = m
+		}
+	}
+	return best
+}
+
+// planLinks plans meets, replication and re-announcements (steps 2-5 of PlanBootstrap).
+func planLinks(st *ClusterState, p Plan) ([]Action, string) {
+	var acts []Action
+	meet := func(i, j int) {
+		acts = append(acts, Action{Kind: ActionMeet, Member: i, Target: j, TargetAddr: st.Members[j].Addr,
+			Message: fmt.Sprintf("Made %s meet %s", st.Members[i].Pod, st.Members[j].Pod)})
+	}
+	ids := st.IDs()
+	isMaster := map[int]bool{}
+	for _, m := range p.Masters {
+		isMaster[m] = true
+	}
+	settled := map[int]bool{} // members in their final role
+	for i := range st.Members {
+		self := st.Members[i].Self()
+		m, isReplica := p.ReplicaOf[i]
+		settled[i] = isMaster[i] || isReplica && self.Replica && self.MasterID == ids[m]
+	}
+	phase := PhaseConverging
+	// Step 2 and 4: whoever is settled meets every settled member it does not know; an
+	// unsettled replica meets only its master.
+	for i := range st.Members {
+		for j := range st.Members {
+			if i == j || knows(&st.Members[i], ids[j]) {
+				continue
+			}
+			if m, ok := p.ReplicaOf[i]; ok && !settled[i] {
+				if j == m {
+					meet(i, j)
+					phase = PhaseMeeting
+				}
+				continue
+			}
+			// Meet once per pair: the lower index, unless only the higher one is ignorant.
+			if settled[i] && settled[j] && (i < j || knows(&st.Members[j], ids[i])) {
+				meet(i, j)
+				phase = PhaseMeeting
+			}
+		}
+	}
+	// Step 3: replicate as soon as the replica knows its master.
+	for _, r := range sortedKeys(p.ReplicaOf) {
+		m := p.ReplicaOf[r]
+		if !settled[r] && knows(&st.Members[r], ids[m]) {
+			acts = append(acts, Action{Kind: ActionReplicate, Member: r, Target: m, MasterID: ids[m],
+				Message: fmt.Sprintf("Made %s a replica of %s", st.Members[r].Pod, st.Members[m].Pod)})
+			if phase == PhaseConverging {
+				phase = PhaseReplicating
+			}
+		}
+	}
+	// Step 5: a settled member seen stale by a member that knows it re-announces itself.
+	for i := range st.Members {
+		if !settled[i] {
+			continue
+		}
+		self := st.Members[i].Self()
+		for j := range st.Members {
+			if i == j {
+				continue
+			}
+			n := st.Members[j].find(ids[i])
+			if n == nil || n.Handshake || n.NoAddr {
+				continue
+			}
+			if n.Replica != self.Replica || n.MasterID != self.MasterID || !n.Slots.Equal(self.Slots) {
+				meet(i, j)
+			}
+		}
+	}
+	return acts, phase
+}
+
+func memberList(st *ClusterState) []Member {
+	out := make([]Member, len(st.Members))
+	for i := range st.Members {
+		out[i] = st.Members[i].Member
+	}
+	return out
+}
+
+func podList(st *ClusterState, idx []int) string {
+	names := make([]string, len(idx))
+	for k, i := range idx {
+		names[k] = st.Members[i].Pod
+	}
+	return strings.Join(names, ", ")
+}
+
+func sortedKeys(m map[int]int) []int {
+	out := make([]int, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Ints(out)
+	return out
+}
+

@@ -1,0 +1,158 @@
+// Package redistest starts real cluster-enabled redis-server processes on loopback for
+// tests and benchmarks, and stops them by PID.
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	goredis "github.com/go-redis/redis/v8"
+)
+
+// RedisServer is the binary used; tests assume Redis 7 at /usr/bin.
+var RedisServer = "/usr/bin/redis-server"
+
+// Config shapes the servers.
+type Config struct {
+	// Password sets requirepass and masterauth when not empty.
+	Password string
+	// NodeTimeout is cluster-node-timeout; 5000 ms when zero, Redis' default.
+	NodeTimeout time.Duration
+}
+
+// Server is one running redis-server.
+type Server struct {
+	Addr string // 127.0.0.1:port; the bus is port+10000
+	Dir  string
+	cmd  *exec.Cmd
+}
+
+// Start runs n servers for the test and stops them in t.Cleanup.
+func Start(t testing.TB, n int, cfg Config) []*Server {
+	t.Helper()
+	servers, err := StartServers(t.TempDir(), n, cfg)
+	t.Cleanup(func() { StopAll(servers) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return servers
+}
+
+// StartServers runs n servers with data dirs under root and waits until each answers PING.
+func StartServers(root string, n int, cfg Config) ([]*Server, error) {
+	var out []*Server
+	for i := 0; i < n; i++ {
+		s, err := startOne(filepath.Join(root, fmt.Sprintf("node-%d", i)), cfg)
+		if err != nil {
+			StopAll(out)
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	for _, s := range out {
+		if err := s.waitReady(cfg.Password, 10*time.Second); err != nil {
+			StopAll(out)
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func startOne(dir string, cfg Config) (*Server, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("failed to create %s: %w", dir, err)
+	}
+	port, err := freePortPair()
+	if err != nil {
+		return nil, err
+	}
+	timeout := cfg.NodeTimeout
+	if timeout == 0 {
+		timeout = 5 * time.Second
+	}
+	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
+		"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
+		"--cluster-node-timeout", strconv.FormatInt(timeout.Milliseconds(), 10),
+		"--save", "", "--appendonly", "no", "--daemonize", "no",
+		"--logfile", filepath.Join(dir, "redis.log")}
+	if cfg.Password != "" {
+		args = append(args, "--requirepass", cfg.Password, "--masterauth", cfg.Password)
+	}
+	cmd := exec.Command(RedisServer, args...)
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("failed to start redis-server: %w", err)
+	}
+	return &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Dir: dir, cmd: cmd}, nil
+}
+
+// freePortPair finds a port p on 127.0.0.1 with p+10000 free as well (the cluster bus).
+func freePortPair() (int, error) {
+	for try := 0; try < 200; try++ {
+		p := 20000 + rand.IntN(25000)
+		l1, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue
+		}
+		l2, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+10000))
+		l1.Close()
+		if err != nil {
+			continue
+		}
+		l2.Close()
+		return p, nil
+	}
+	return 0, fmt.Errorf("failed to find a free port pair on 127.0.0.1")
+}
+
+func (s *Server) waitReady(password string, within time.Duration) error {
+	c := goredis.NewClient(&goredis.Options{Addr: s.Addr, Password: password, MaxRetries: -1})
+	defer c.Close()
+	deadline := time.Now().Add(within)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("failed to reach redis-server at %s: %w", s.Addr, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Stop kills the process by PID and waits for it.
+func (s *Server) Stop() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGKILL)
+	_ = s.cmd.Wait()
+	s.cmd = nil
+}
+
+// StopAll stops every server.
+func StopAll(servers []*Server) {
+	for _, s := range servers {
+		s.Stop()
+	}
+}
+
+// Addrs lists the servers' addresses.
+func Addrs(servers []*Server) []string {
+	out := make([]string, len(servers))
+	for i, s := range servers {
+		out[i] = s.Addr
+	}
+	return out
+}
