@@ -363,4 +363,3 @@ func sortedKeys(m map[int]int) []int {
 	sort.Ints(out)
 	return out
 }
-
