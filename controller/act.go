@@ -1,0 +1,127 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/hc-middleware/redis-cluster-operator/fsm"
+	"github.com/hc-middleware/redis-cluster-operator/redis"
+)
+
+// How soon a cluster is looked at again. Redis state is not watched, so phases that wait
+// for Redis poll; a Running cluster is checked for health at a slower pace.
+const (
+	requeueWaiting = 2 * time.Second
+	requeueRunning = 30 * time.Second
+	requeueFailed  = 10 * time.Second
+	// bootstrapBudget bounds how long one reconcile drives the bootstrap before it hands
+	// the worker back; progress lives in Redis, so the next reconcile goes on from there.
+	bootstrapBudget = 30 * time.Second
+)
+
+// act does what the decided phase needs. Paused and Deleting clusters are never written
+// to (but for the foreground finalizer of a deleted one).
+func (r *Reconciler) act(ctx context.Context, s *scope) (ctrl.Result, error) {
+	d := s.decision
+	if d.Changed() {
+		r.Recorder.Eventf(s.cluster, corev1.EventTypeNormal, ReasonPhaseChanged, "%s -> %s: %s", d.From, d.Phase, d.Message)
+		log.FromContext(ctx).Info("Phase changed", "from", d.From, "to", d.Phase, "reason", d.Reason)
+	}
+	switch {
+	case d.Phase == fsm.Deleting:
+		return r.reconcileDeletion(ctx, s)
+	case s.cluster.Spec.Pause:
+		return ctrl.Result{}, nil
+	case s.specErr != nil:
+		r.warnOnce(s, ReasonInvalidSpec, s.specErr.Error())
+		return ctrl.Result{}, nil
+	}
+	if applied, err := r.applyObjects(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	} else if len(applied) > 0 {
+		r.Recorder.Eventf(s.cluster, corev1.EventTypeNormal, ReasonApplied, "Applied %s", strings.Join(applied, ", "))
+	}
+	switch d.Phase {
+	case fsm.Creating:
+		return r.reconcileBootstrap(ctx, s)
+	case fsm.Running:
+		if d.Changed() {
+			return ctrl.Result{Requeue: true}, nil
+		}
+		return ctrl.Result{RequeueAfter: requeueRunning}, nil
+	case fsm.Failed:
+		return ctrl.Result{RequeueAfter: requeueFailed}, nil
+	default:
+		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
+	}
+}
+
+// reconcileBootstrap forms the Redis cluster once every pod is Ready: meet, slots,
+// replicas. It is idempotent (each call plans from what Redis says now), so an operator
+// that died half-way finishes the job after a restart.
+func (r *Reconciler) reconcileBootstrap(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if s.readyPods() < s.desiredReplicas() || len(s.members) < s.desiredReplicas() {
+		s.reason = fmt.Sprintf("%d/%d pods ready", s.readyPods(), s.desiredReplicas())
+		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
+	}
+	rc := s.cluster
+	f := r.redis.factory(client.ObjectKeyFromObject(rc), s.password)
+	bctx, cancel := context.WithTimeout(ctx, bootstrapBudget)
+	defer cancel()
+	log.FromContext(ctx).Info("Forming Redis cluster", "members", len(s.members), "masters", rc.Spec.Masters())
+	p, err := redis.Bootstrap(bctx, f, s.members[:s.desiredReplicas()], int(rc.Spec.Masters()), int(rc.Spec.ReplicasPerMasterOrDefault()))
+	r.recordActions(s, p.Actions)
+	switch {
+	case errors.Is(err, redis.ErrRefused):
+		r.Recorder.Event(rc, corev1.EventTypeWarning, ReasonRedisError, err.Error())
+		return ctrl.Result{RequeueAfter: requeueFailed}, r.redecide(s, err)
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		s.reason = "Bootstrap in progress: " + p.Phase
+		return ctrl.Result{Requeue: true}, nil
+	case err != nil:
+		r.warnOnce(s, ReasonRedisError, err.Error())
+		return ctrl.Result{}, err
+	}
+	s.reason = "Bootstrap: " + p.Phase
+	// Formed: look again at once, so the phase machine sees it and moves to Running.
+	return ctrl.Result{Requeue: true}, nil
+}
+
+// recordActions emits one Normal event per kind of Redis write, listing what was done,
+// rather than one per command (a 6-node bootstrap sends dozens of MEETs).
+func (r *Reconciler) recordActions(s *scope, acts []redis.Action) {
+	byKind := map[redis.ActionKind][]string{}
+	var kinds []redis.ActionKind
+	for _, a := range acts {
+		if _, seen := byKind[a.Kind]; !seen {
+			kinds = append(kinds, a.Kind)
+		}
+		byKind[a.Kind] = append(byKind[a.Kind], a.Message)
+	}
+	for _, k := range kinds {
+		msgs := byKind[k]
+		msg := strings.Join(msgs, "; ")
+		if len(msgs) > 6 {
+			msg = fmt.Sprintf("%s; … (%d in all)", strings.Join(msgs[:6], "; "), len(msgs))
+		}
+		r.Recorder.Eventf(s.cluster, corev1.EventTypeNormal, ReasonRedisAction, "%s: %s", k, msg)
+	}
+}
+
+// warnOnce emits a Warning event when the message is new for this cluster's status, so a
+// problem that lasts is reported once, not every reconcile.
+func (r *Reconciler) warnOnce(s *scope, reason, msg string) {
+	s.reason = msg
+	if strings.Contains(s.original.Reason, msg) {
+		return
+	}
+	r.Recorder.Event(s.cluster, corev1.EventTypeWarning, reason, msg)
+}

@@ -1,0 +1,175 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
+	"github.com/hc-middleware/redis-cluster-operator/fsm"
+	"github.com/hc-middleware/redis-cluster-operator/redis"
+)
+
+// decide offers the phase machine what was observed and keeps its decision in the scope.
+func (r *Reconciler) decide(_ context.Context, s *scope) error {
+	d, err := fsm.Evaluate(fsm.Phase(s.cluster.Status.Phase), r.observation(s))
+	if err != nil {
+		return fmt.Errorf("failed to evaluate phase of RedisCluster %s: %w", s.cluster.Name, err)
+	}
+	s.decision = d
+	return nil
+}
+
+// redecide evaluates again after acting found the operation cannot proceed (bootstrap
+// refused), so the cluster fails in this reconcile with the refusal as the reason.
+func (r *Reconciler) redecide(s *scope, cannotProceed error) error {
+	obs := r.observation(s)
+	obs.CannotProceed, obs.CannotProceedMessage = true, cannotProceed.Error()
+	d, err := fsm.Evaluate(s.decision.Phase, obs)
+	if err != nil {
+		return fmt.Errorf("failed to evaluate phase of RedisCluster %s: %w", s.cluster.Name, err)
+	}
+	if d.Changed() {
+		d.From = s.decision.From
+		s.decision = d
+	}
+	return nil
+}
+
+// observation reduces the scope to the plain facts the phase machine's guards read.
+func (r *Reconciler) observation(s *scope) fsm.Observation {
+	rc := s.cluster
+	sts := s.statefulSet
+	o := fsm.Observation{
+		SpecValid:         s.specErr == nil,
+		Paused:            rc.Spec.Pause,
+		Deleting:          !rc.DeletionTimestamp.IsZero(),
+		SpecChanged:       specChangedSinceFailure(rc),
+		DesiredReplicas:   rc.Spec.Replicas,
+		ObservedReplicas:  observedSize(s),
+		StatefulSetAtSize: sts != nil && sts.Spec.Replicas != nil && *sts.Spec.Replicas == rc.Spec.Replicas && sts.Status.ReadyReplicas == rc.Spec.Replicas,
+		PodsReady:         s.readyPods() == s.desiredReplicas() && len(s.pods) == s.desiredReplicas(),
+		TemplateChanged:   s.templateChanged,
+		AllPodsUpdated:    sts != nil && rolloutDone(sts),
+		TimedOut:          r.timedOut(s),
+	}
+	if s.specErr != nil {
+		o.CannotProceed, o.CannotProceedMessage = true, s.specErr.Error()
+	}
+	if st := s.redis; st != nil {
+		masters := int(rc.Spec.Masters())
+		o.AllMet = st.AllMet() && len(st.Members) == s.desiredReplicas()
+		o.NodesAgree = st.Agreed()
+		o.SlotsCovered = st.AllSlotsCovered()
+		o.ReplicasAttached = st.Masters() == masters && st.MastersHaveReplicas(int(rc.Spec.ReplicasPerMasterOrDefault()))
+		o.ClusterOK = st.ClusterOK()
+		o.SlotsPlaced = st.NoOpenSlots() && st.Masters() == masters
+		o.RemovedNodesForgotten = o.ObservedReplicas == rc.Spec.Replicas
+		o.ReplicasInSync = st.NoFailures() && allLinksUp(st)
+		// Slots nobody claims any more are lost until a human restores them: healing cannot
+		// invent their keys. Slots of a failed master are not counted here, its replica
+		// takes them over.
+		o.Broken = anyReachable(st) && fsm.Phase(rc.Status.Phase) == fsm.Running && st.ClaimedSlots().Count() < redis.SlotCount
+	}
+	if o.DesiredReplicas != o.ObservedReplicas && fsm.Phase(rc.Status.Phase) == fsm.Scaling {
+		o.CannotProceed = true
+		o.CannotProceedMessage = fmt.Sprintf("spec.replicas: changing a formed cluster from %d to %d instances needs slot migration, which this operator version does not do yet; the StatefulSet keeps its size and no key is moved. Set spec.replicas back to %d to recover",
+			o.ObservedReplicas, o.DesiredReplicas, o.ObservedReplicas)
+	}
+	return o
+}
+
+// observedSize is the number of nodes the Redis cluster knows; before any node answers it
+// falls back to the StatefulSet's size, so an unreachable cluster does not look resized.
+func observedSize(s *scope) int32 {
+	if s.redis != nil {
+		for i := range s.redis.Members {
+			m := &s.redis.Members[i]
+			if !m.Reachable() {
+				continue
+			}
+			n := int32(0)
+			for _, node := range m.Nodes {
+				if !node.Handshake {
+					n++
+				}
+			}
+			if n > 1 || len(s.redis.Members) == 1 {
+				return n
+			}
+		}
+	}
+	if s.statefulSet != nil && s.statefulSet.Spec.Replicas != nil {
+		return *s.statefulSet.Spec.Replicas
+	}
+	return s.cluster.Spec.Replicas
+}
+
+// rolloutDone reports whether every pod runs the StatefulSet's update revision.
+func rolloutDone(sts *appsv1.StatefulSet) bool {
+	return sts.Status.ObservedGeneration >= sts.Generation &&
+		sts.Status.UpdateRevision == sts.Status.CurrentRevision &&
+		sts.Spec.Replicas != nil && sts.Status.UpdatedReplicas == *sts.Spec.Replicas
+}
+
+func anyReachable(st *redis.ClusterState) bool {
+	for i := range st.Members {
+		if st.Members[i].Reachable() {
+			return true
+		}
+	}
+	return false
+}
+
+// allLinksUp reports whether every replica sees its master's link connected.
+func allLinksUp(st *redis.ClusterState) bool {
+	for i := range st.Members {
+		m := &st.Members[i]
+		self := m.Self()
+		if self == nil || !self.Replica {
+			continue
+		}
+		up := false
+		for _, n := range m.Nodes {
+			if n.ID == self.MasterID {
+				up = n.Connected && !n.Fail && !n.PFail
+			}
+		}
+		if !up {
+			return false
+		}
+	}
+	return true
+}
+
+// timedOut compares how long the current phase has lasted with the operator's timeout
+// for it. The phase's start is the Progressing condition's transition time, kept in the
+// status, so a restarted operator keeps counting.
+func (r *Reconciler) timedOut(s *scope) bool {
+	var limit time.Duration
+	switch fsm.Phase(s.cluster.Status.Phase) {
+	case fsm.Creating:
+		limit = r.Options.CreateTimeout
+	case fsm.Scaling:
+		limit = r.Options.ScaleTimeout
+	case fsm.Upgrading:
+		limit = r.Options.UpgradeTimeout
+	default:
+		return false
+	}
+	c := meta.FindStatusCondition(s.cluster.Status.ClusterConditions, ConditionProgressing)
+	return limit > 0 && c != nil && s.now.Sub(c.LastTransitionTime.Time) > limit
+}
+
+// specChangedSinceFailure reports whether the user edited the spec after the cluster
+// failed: the Progressing condition records the generation the failure was seen at.
+func specChangedSinceFailure(rc *redisv1alpha1.RedisCluster) bool {
+	if fsm.Phase(rc.Status.Phase) != fsm.Failed {
+		return false
+	}
+	c := meta.FindStatusCondition(rc.Status.ClusterConditions, ConditionProgressing)
+	return c != nil && rc.Generation > c.ObservedGeneration
+}

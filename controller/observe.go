@@ -1,0 +1,229 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hc-middleware/redis-cluster-operator/fsm"
+	"github.com/hc-middleware/redis-cluster-operator/redis"
+)
+
+// redisPort is the client port of every Redis container (docs/architecture.md).
+const redisPort = 6379
+
+// observe fills the scope: the spec's rendering, the Kubernetes objects and pods, and
+// Redis' own view. Only reads.
+func (r *Reconciler) observe(ctx context.Context, s *scope) error {
+	if err := r.observeSpec(ctx, s); err != nil {
+		return err
+	}
+	if err := r.observeKubernetes(ctx, s); err != nil {
+		return err
+	}
+	r.observeRedis(ctx, s)
+	return nil
+}
+
+// observeSpec reads what the spec refers to (password Secret, user ConfigMap) and renders
+// the objects. A problem the user must fix lands in s.specErr, not in the returned error,
+// so the cluster keeps serving and the status says what to change.
+func (r *Reconciler) observeSpec(ctx context.Context, s *scope) error {
+	rc := s.cluster
+	if ref := rc.Spec.PasswordSecret; ref != nil {
+		secret := &corev1.Secret{}
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: ref.Name}, secret)
+		key := ref.Key
+		if key == "" {
+			key = "password"
+		}
+		switch {
+		case client.IgnoreNotFound(err) != nil:
+			return fmt.Errorf("failed to get Secret %s: %w", ref.Name, err)
+		case err != nil:
+			s.specErr = fmt.Errorf("spec.passwordSecret.name: Secret %q not found in namespace %s", ref.Name, rc.Namespace)
+		case len(secret.Data[key]) == 0:
+			s.specErr = fmt.Errorf("spec.passwordSecret.key: Secret %q has no key %q", ref.Name, key)
+		default:
+			s.password = string(secret.Data[key])
+		}
+	}
+	userConf := ""
+	if name := rc.Spec.PodTemplate().ConfigMap; name != "" {
+		cm := &corev1.ConfigMap{}
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: name}, cm)
+		switch {
+		case client.IgnoreNotFound(err) != nil:
+			return fmt.Errorf("failed to get ConfigMap %s: %w", name, err)
+		case err != nil:
+			s.specErr = fmt.Errorf("spec.pod[0].configmap: ConfigMap %q not found in namespace %s", name, rc.Namespace)
+		default:
+			userConf = cm.Data["redis.conf"]
+		}
+	}
+	if s.specErr != nil {
+		return nil
+	}
+	objs, err := r.Renderer.Render(rc, userConf)
+	if err != nil {
+		s.specErr = err
+		return nil
+	}
+	s.rendered = objs
+	return nil
+}
+
+// observeKubernetes reads the StatefulSet and the pods from the cache and compares the
+// rendered objects with what the server holds.
+func (r *Reconciler) observeKubernetes(ctx context.Context, s *scope) error {
+	rc := s.cluster
+	sts := &appsv1.StatefulSet{}
+	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: rc.Name}, sts); {
+	case err == nil:
+		s.statefulSet = sts
+	case client.IgnoreNotFound(err) != nil:
+		return fmt.Errorf("failed to get StatefulSet %s: %w", rc.Name, err)
+	}
+	pods := &corev1.PodList{}
+	if err := r.Client.List(ctx, pods, client.InNamespace(rc.Namespace), client.MatchingLabels(selectorLabels(rc.Name))); err != nil {
+		return fmt.Errorf("failed to list pods of %s: %w", rc.Name, err)
+	}
+	s.pods = podsByOrdinal(rc.Name, pods.Items)
+	s.members = members(s.pods)
+	holdStatefulSetSize(s)
+	for _, desired := range s.rendered {
+		setOwner(desired, rc)
+		live, err := r.liveObject(ctx, desired)
+		if err != nil {
+			return err
+		}
+		if live == nil {
+			s.stale = append(s.stale, desired)
+			continue
+		}
+		same, err := ownedFieldsMatch(live, desired)
+		if err != nil {
+			return err
+		}
+		if same {
+			continue
+		}
+		s.stale = append(s.stale, desired)
+		if desired.GetKind() == "StatefulSet" {
+			if s.templateChanged, err = podTemplateDiffers(live, desired); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// holdStatefulSetSize keeps a formed cluster's StatefulSet at its current size: growing
+// or shrinking it is the Scaling phase's job, which must move slots first, so no apply
+// ever removes a pod that still holds slots.
+func holdStatefulSetSize(s *scope) {
+	switch fsm.Phase(s.cluster.Status.Phase) {
+	case fsm.None, "", fsm.Creating:
+		return
+	}
+	if s.statefulSet == nil || s.statefulSet.Spec.Replicas == nil {
+		return
+	}
+	for _, obj := range s.rendered {
+		if obj.GetKind() == "StatefulSet" {
+			_ = unstructured.SetNestedField(obj.Object, int64(*s.statefulSet.Spec.Replicas), "spec", "replicas")
+		}
+	}
+}
+
+// podTemplateDiffers reports whether the rendered pod template differs from the applied
+// one, as opposed to only the size or another StatefulSet field.
+func podTemplateDiffers(live client.Object, desired *unstructured.Unstructured) (bool, error) {
+	owned, err := extractOwned(live)
+	if err != nil {
+		return false, err
+	}
+	ownedTpl, _, _ := unstructured.NestedFieldNoCopy(owned, "spec", "template")
+	desiredMap, err := normalise(desired.Object)
+	if err != nil {
+		return false, err
+	}
+	desiredTpl, _, _ := unstructured.NestedFieldNoCopy(desiredMap, "spec", "template")
+	return !equalJSON(ownedTpl, desiredTpl), nil
+}
+
+// observeRedis reads CLUSTER NODES and CLUSTER INFO from every member. A member that does
+// not answer is recorded in the state, not an error.
+func (r *Reconciler) observeRedis(ctx context.Context, s *scope) {
+	if len(s.members) == 0 {
+		return
+	}
+	f := r.redis.factory(client.ObjectKeyFromObject(s.cluster), s.password)
+	st, err := redis.Observe(ctx, f, s.members)
+	if err != nil {
+		s.redisErr = err
+		return
+	}
+	s.redis = st
+}
+
+// podsByOrdinal orders the pods by their StatefulSet ordinal; a gap is a nil entry.
+func podsByOrdinal(cluster string, items []corev1.Pod) []*corev1.Pod {
+	var out []*corev1.Pod
+	for i := range items {
+		ord, ok := ordinal(cluster, items[i].Name)
+		if !ok {
+			continue
+		}
+		for len(out) <= ord {
+			out = append(out, nil)
+		}
+		out[ord] = &items[i]
+	}
+	return out
+}
+
+func ordinal(cluster, pod string) (int, bool) {
+	rest, ok := strings.CutPrefix(pod, cluster+"-")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(rest)
+	return n, err == nil && n >= 0
+}
+
+// members are the pods Redis can be reached on: running, not terminating, with an IP.
+func members(pods []*corev1.Pod) []redis.Member {
+	var out []redis.Member
+	for _, p := range pods {
+		if p == nil || p.DeletionTimestamp != nil || p.Status.PodIP == "" || p.Status.Phase != corev1.PodRunning {
+			continue
+		}
+		out = append(out, redis.Member{
+			Pod:     p.Name,
+			Addr:    net.JoinHostPort(p.Status.PodIP, strconv.Itoa(redisPort)),
+			K8sNode: p.Spec.NodeName,
+		})
+	}
+	return out
+}
+
+// podReady reports the pod's Ready condition.
+func podReady(p *corev1.Pod) bool {
+	if p == nil || p.DeletionTimestamp != nil {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

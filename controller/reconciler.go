@@ -1,0 +1,125 @@
+// Package controller reconciles RedisClusters: each reconcile observes the CR, its
+// objects, its pods and Redis itself, lets the phase machine (package fsm) decide the
+// phase, acts for that phase, and writes the status.
+package controller
+
+import (
+	"context"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
+	"github.com/hc-middleware/redis-cluster-operator/render"
+)
+
+// Options are the operator's tunables, set by flags in main.go.
+type Options struct {
+	// CreateTimeout, ScaleTimeout and UpgradeTimeout bound how long Creating, Scaling and
+	// Upgrading may last before the cluster is marked Failed.
+	CreateTimeout, ScaleTimeout, UpgradeTimeout time.Duration
+	// MaxConcurrentReconciles is how many clusters are reconciled at once.
+	MaxConcurrentReconciles int
+	// RedisOptions tune the Redis clients (timeouts, hooks such as a command counter).
+	RedisOptions RedisClientOptions
+}
+
+// Reconciler reconciles RedisCluster objects.
+type Reconciler struct {
+	// Client reads from the manager's cache and writes to the API server.
+	Client client.Client
+	// APIReader reads objects the operator does not cache (the password Secret, the
+	// user's ConfigMap), so it needs no cluster-wide watch on Secrets.
+	APIReader client.Reader
+	Recorder  record.EventRecorder
+	Renderer  *render.Renderer
+	Options   Options
+	redis     *redisClients
+	now       func() time.Time
+}
+
+// New builds the reconciler from the manager's clients.
+func New(mgr manager.Manager, renderer *render.Renderer, opts Options) *Reconciler {
+	return &Reconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorderFor("redis-cluster-operator"),
+		Renderer:  renderer,
+		Options:   opts,
+		redis:     newRedisClients(opts.RedisOptions),
+		now:       time.Now,
+	}
+}
+
+// +kubebuilder:rbac:groups=redis.middleware.hc.cn,resources=redisclusters,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=redis.middleware.hc.cn,resources=redisclusters/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=redis.middleware.hc.cn,resources=redisclusters/finalizers,verbs=update
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=services;configmaps,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// SetupWithManager watches RedisClusters, the objects they own, and their pods (pods are
+// owned by the StatefulSet, so they are mapped to their cluster by label).
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&redisv1alpha1.RedisCluster{}).
+		Owns(&appsv1.StatefulSet{}).
+		Owns(&corev1.Service{}).
+		Owns(&corev1.ConfigMap{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToCluster)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.MaxConcurrentReconciles}).
+		Complete(r)
+}
+
+func podToCluster(_ context.Context, o client.Object) []reconcile.Request {
+	labels := o.GetLabels()
+	if labels[labelName] != labelNameVal || labels[labelInstance] == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: labels[labelInstance]}}}
+}
+
+// Reconcile is get → finalizer → observe → decide → act, with the status written once at
+// the end from what was observed and decided.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	rc := &redisv1alpha1.RedisCluster{}
+	if err := r.Client.Get(ctx, req.NamespacedName, rc); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			r.redis.forget(req.NamespacedName)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	rc.SetGroupVersionKind(redisv1alpha1.GroupVersion.WithKind("RedisCluster"))
+	if wrote, err := r.reconcileFinalizer(ctx, rc); err != nil || wrote {
+		return ctrl.Result{}, err
+	}
+
+	s := &scope{cluster: rc, original: *rc.Status.DeepCopy(), now: r.now()}
+	defer func() {
+		if err := r.writeStatus(ctx, s, retErr); err != nil {
+			retErr = kerrors.NewAggregate([]error{retErr, err})
+		}
+	}()
+
+	if err := r.observe(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.decide(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	log.FromContext(ctx).V(1).Info("Decided", "phase", s.decision.Phase, "event", s.decision.Event, "reason", s.decision.Reason)
+	return r.act(ctx, s)
+}

@@ -1,0 +1,58 @@
+package controller
+
+import (
+	"sync"
+	"time"
+
+	goredis "github.com/go-redis/redis/v8"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/hc-middleware/redis-cluster-operator/redis"
+)
+
+// RedisClientOptions tune the Redis clients of every cluster.
+type RedisClientOptions struct {
+	DialTimeout, ReadTimeout time.Duration
+	// Hooks are added to every Redis client, e.g. a redis.CommandCounter in tests.
+	Hooks []goredis.Hook
+}
+
+// redisClients keeps one client factory per cluster (pooled connections per node), made
+// anew when the cluster's password changes and closed when the cluster is gone.
+type redisClients struct {
+	opts RedisClientOptions
+	mu   sync.Mutex
+	byCR map[types.NamespacedName]clusterClients
+}
+
+type clusterClients struct {
+	password string
+	factory  redis.Factory
+}
+
+func newRedisClients(opts RedisClientOptions) *redisClients {
+	return &redisClients{opts: opts, byCR: map[types.NamespacedName]clusterClients{}}
+}
+
+func (c *redisClients) factory(key types.NamespacedName, password string) redis.Factory {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cc, ok := c.byCR[key]; ok && cc.password == password {
+		return cc.factory
+	} else if ok {
+		_ = cc.factory.Close()
+	}
+	f := redis.NewFactory(redis.Options{Password: password, DialTimeout: c.opts.DialTimeout, ReadTimeout: c.opts.ReadTimeout, Hooks: c.opts.Hooks})
+	c.byCR[key] = clusterClients{password: password, factory: f}
+	return f
+}
+
+// forget closes the clients of a cluster that no longer exists.
+func (c *redisClients) forget(key types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cc, ok := c.byCR[key]; ok {
+		_ = cc.factory.Close()
+		delete(c.byCR, key)
+	}
+}

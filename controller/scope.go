@@ -1,0 +1,71 @@
+package controller
+
+import (
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
+	"github.com/hc-middleware/redis-cluster-operator/fsm"
+	"github.com/hc-middleware/redis-cluster-operator/redis"
+)
+
+// scope carries what one reconcile observed and decided. Each field says which step fills it.
+type scope struct {
+	// cluster is the RedisCluster being reconciled (Reconcile); status is written back from it.
+	cluster *redisv1alpha1.RedisCluster
+	// original is the status as read, to write only when something changed (Reconcile).
+	original redisv1alpha1.RedisClusterStatus
+	// now is the reconcile's clock reading, used for time-outs and transition times (Reconcile).
+	now time.Time
+
+	// rendered are the objects the spec renders to, in apply order (observeSpec).
+	rendered []*unstructured.Unstructured
+	// password is the Redis password from spec.passwordSecret, "" without one (observeSpec).
+	password string
+	// specErr says why the spec cannot be acted on, in the user's words (observeSpec).
+	specErr error
+
+	// statefulSet is the live StatefulSet, nil when absent (observeKubernetes).
+	statefulSet *appsv1.StatefulSet
+	// pods are the cluster's pods indexed by ordinal; a missing pod is nil (observeKubernetes).
+	pods []*corev1.Pod
+	// members are the pods that run Redis and can be reached, in ordinal order (observeKubernetes).
+	members []redis.Member
+	// stale are the rendered objects the server does not hold as rendered, in apply order (observeKubernetes).
+	stale []*unstructured.Unstructured
+	// templateChanged is true when the rendered pod template differs from the applied one (observeKubernetes).
+	templateChanged bool
+
+	// redis is the Redis cluster's own view, read from every member; nil when no member
+	// is reachable yet (observeRedis).
+	redis *redis.ClusterState
+	// redisErr is why Redis could not be observed, if it could not (observeRedis).
+	redisErr error
+
+	// decision is what the phase machine decided for this reconcile (evaluate).
+	decision fsm.Decision
+
+	// reason explains the phase in words for status.reason (any step).
+	reason string
+	// released is true once the finalizer was removed and the CR may vanish (reconcileDeletion).
+	released bool
+}
+
+// desiredReplicas is the number of Redis instances the spec asks for.
+func (s *scope) desiredReplicas() int {
+	return int(s.cluster.Spec.Replicas)
+}
+
+// readyPods counts the pods of desired ordinals that are Ready.
+func (s *scope) readyPods() int {
+	n := 0
+	for i, p := range s.pods {
+		if i < s.desiredReplicas() && podReady(p) {
+			n++
+		}
+	}
+	return n
+}

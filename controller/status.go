@@ -1,0 +1,180 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
+	"github.com/hc-middleware/redis-cluster-operator/fsm"
+	"github.com/hc-middleware/redis-cluster-operator/redis"
+)
+
+// Cluster-level conditions, kept in status.clusterConditions so the seed's per-instance
+// status.conditions keep their shape.
+const (
+	// ConditionReady is True while the cluster is Running and every node says cluster_state ok.
+	ConditionReady = "Ready"
+	// ConditionProgressing is True during Creating, Scaling and Upgrading. Its
+	// lastTransitionTime is when the current phase began (the operator's timeouts count
+	// from it) and its observedGeneration the generation the phase began at.
+	ConditionProgressing = "Progressing"
+)
+
+// Per-instance condition reasons (status.conditions[].reason).
+const (
+	InstanceReady       = "Ready"
+	InstancePodNotReady = "PodNotReady"
+	InstanceUnreachable = "Unreachable"
+	InstanceNotJoined   = "NotJoined"
+	InstanceFailing     = "Failing"
+)
+
+// writeStatus computes the status from the scope and patches it when it changed.
+func (r *Reconciler) writeStatus(ctx context.Context, s *scope, reconcileErr error) error {
+	if s.released {
+		return nil
+	}
+	status := computeStatus(s, reconcileErr == nil)
+	if reflect.DeepEqual(status, s.original) {
+		return nil
+	}
+	base := s.cluster.DeepCopy()
+	base.Status = s.original
+	s.cluster.Status = status
+	if err := r.Client.Status().Patch(ctx, s.cluster, client.MergeFrom(base)); err != nil {
+		return fmt.Errorf("failed to patch status of RedisCluster %s: %w", s.cluster.Name, client.IgnoreNotFound(err))
+	}
+	return nil
+}
+
+// computeStatus is a pure function of what was observed and decided.
+func computeStatus(s *scope, succeeded bool) redisv1alpha1.RedisClusterStatus {
+	rc := s.cluster
+	st := *s.original.DeepCopy()
+	phase := s.decision.Phase
+	if phase == "" {
+		phase = fsm.Phase(st.Phase)
+	}
+	st.Phase = redisv1alpha1.RedisClusterPhase(phase)
+	st.Reason = reasonText(s)
+	st.Replicas = int32(s.readyPods())
+	st.Selector = selectorString(rc.Name)
+	if s.redis != nil {
+		st.Masters = int32(s.redis.Masters())
+	}
+	st.Conditions = instanceConditions(s)
+	if succeeded {
+		st.ObservedGeneration = rc.Generation
+	}
+	setClusterConditions(&st, s)
+	return st
+}
+
+// reasonText explains the phase in words: the machine's reason, then what the acting step
+// said (pods ready, bootstrap step, why the spec cannot be applied).
+func reasonText(s *scope) string {
+	msg := s.decision.Message
+	if s.decision.Reason != "" {
+		msg = s.decision.Reason + ": " + msg
+	}
+	if s.reason != "" {
+		msg += ". " + s.reason
+	}
+	if s.redisErr != nil {
+		msg += ". Redis: " + s.redisErr.Error()
+	}
+	return msg
+}
+
+func setClusterConditions(st *redisv1alpha1.RedisClusterStatus, s *scope) {
+	phase := fsm.Phase(st.Phase)
+	ready := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse, Reason: string(phase), ObservedGeneration: s.cluster.Generation,
+		Message: "the cluster is not Running"}
+	if phase == fsm.Running && s.redis != nil && s.redis.ClusterOK() {
+		ready.Status, ready.Message = metav1.ConditionTrue, "cluster_state is ok on every node"
+	}
+	meta.SetStatusCondition(&st.ClusterConditions, ready)
+
+	progressing := metav1.Condition{Type: ConditionProgressing, Status: metav1.ConditionFalse, Reason: string(phase),
+		Message: fmt.Sprintf("phase %s", phase)}
+	switch phase {
+	case fsm.Creating, fsm.Scaling, fsm.Upgrading:
+		progressing.Status = metav1.ConditionTrue
+	}
+	old := meta.FindStatusCondition(st.ClusterConditions, ConditionProgressing)
+	if old == nil || old.Reason != progressing.Reason {
+		// A new phase: restart its clock and remember the generation it began at.
+		progressing.LastTransitionTime = metav1.NewTime(s.now)
+		progressing.ObservedGeneration = s.cluster.Generation
+		meta.RemoveStatusCondition(&st.ClusterConditions, ConditionProgressing)
+		st.ClusterConditions = append(st.ClusterConditions, progressing)
+		return
+	}
+	progressing.LastTransitionTime, progressing.ObservedGeneration = old.LastTransitionTime, old.ObservedGeneration
+	*old = progressing
+}
+
+// instanceConditions lists one entry per pod, in ordinal order, with the seed's fields.
+func instanceConditions(s *scope) []redisv1alpha1.RedisClusterCondition {
+	facts := map[string]redis.MemberFacts{}
+	if s.redis != nil {
+		for _, f := range s.redis.Facts() {
+			facts[f.Pod] = f
+		}
+	}
+	previous := map[string]redisv1alpha1.RedisClusterCondition{}
+	for _, c := range s.original.Conditions {
+		previous[c.Name] = c
+	}
+	var out []redisv1alpha1.RedisClusterCondition
+	for _, p := range s.pods {
+		if p == nil {
+			continue
+		}
+		c := redisv1alpha1.RedisClusterCondition{
+			Name:       p.Name,
+			DomainName: fmt.Sprintf("%s.%s.%s.svc.cluster.local", p.Name, s.cluster.Name, p.Namespace),
+			Hostname:   p.Spec.NodeName,
+			HostIP:     p.Status.HostIP,
+		}
+		if p.Status.PodIP != "" {
+			c.Instance = fmt.Sprintf("%s:%d", p.Status.PodIP, redisPort)
+		}
+		f, known := facts[p.Name]
+		if known {
+			c.NodeID, c.Type, c.Slots = f.NodeID, f.Role, f.Slots.String()
+			c.MasterNodeID = f.MasterNodeID
+			if f.Role == redisv1alpha1.RoleMaster {
+				c.MasterNodeID = f.NodeID
+			}
+		}
+		c.Status, c.Reason, c.Message = instanceHealth(p, f, known)
+		c.LastTransitionTime = metav1.NewTime(s.now)
+		if prev, ok := previous[p.Name]; ok && prev.Status == c.Status {
+			c.LastTransitionTime = prev.LastTransitionTime
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func instanceHealth(p *corev1.Pod, f redis.MemberFacts, known bool) (corev1.ConditionStatus, string, string) {
+	switch {
+	case !podReady(p):
+		return corev1.ConditionFalse, InstancePodNotReady, fmt.Sprintf("pod %s is %s and not Ready", p.Name, p.Status.Phase)
+	case !known || !f.Reachable:
+		return corev1.ConditionFalse, InstanceUnreachable, "Redis did not answer: " + f.Error
+	case f.Failed:
+		return corev1.ConditionFalse, InstanceFailing, "another node flags this node as failing"
+	case !f.Connected:
+		return corev1.ConditionFalse, InstanceNotJoined, "not every node is connected to this node yet"
+	default:
+		return corev1.ConditionTrue, InstanceReady, fmt.Sprintf("%s serving", f.Role)
+	}
+}

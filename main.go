@@ -1,0 +1,134 @@
+// Command manager runs the RedisCluster operator. `manager render -f FILE` prints the
+// objects the operator would apply for a RedisCluster manifest, without a cluster.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
+	"github.com/hc-middleware/redis-cluster-operator/controller"
+	"github.com/hc-middleware/redis-cluster-operator/render"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "render" {
+		if err := render.RunCLI(os.Args[2:], os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	metricsAddr, probeAddr, pprofAddr  string
+	leaderElect                        bool
+	leaderElectionID, leaderElectionNS string
+	leaseDuration, renewDeadline       time.Duration
+	retryPeriod, syncPeriod            time.Duration
+	namespaces                         string
+	controller                         controller.Options
+}
+
+func parseFlags() *options {
+	o := &options{}
+	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address the metrics endpoint binds to; \"0\" disables it.")
+	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
+	flag.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Address for net/http/pprof; empty disables profiling.")
+	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so that only one of several operator replicas acts.")
+	flag.StringVar(&o.leaderElectionID, "leader-election-id", "redis-cluster-operator.redis.middleware.hc.cn", "Name of the Lease used for leader election.")
+	flag.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the operator's own).")
+	flag.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a non-leader waits before taking over a lease.")
+	flag.DurationVar(&o.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader retries renewing before giving up.")
+	flag.DurationVar(&o.retryPeriod, "leader-elect-retry-period", 2*time.Second, "How often leader election is retried.")
+	flag.DurationVar(&o.syncPeriod, "sync-period", 10*time.Minute, "How often every RedisCluster is reconciled even without a change.")
+	flag.StringVar(&o.namespaces, "namespaces", "", "Comma-separated namespaces to watch; empty watches all.")
+	flag.DurationVar(&o.controller.CreateTimeout, "create-timeout", 10*time.Minute, "How long Creating may last before the cluster is marked Failed.")
+	flag.DurationVar(&o.controller.ScaleTimeout, "scale-timeout", 30*time.Minute, "How long Scaling may last before the cluster is marked Failed.")
+	flag.DurationVar(&o.controller.UpgradeTimeout, "upgrade-timeout", 30*time.Minute, "How long Upgrading may last before the cluster is marked Failed.")
+	flag.IntVar(&o.controller.MaxConcurrentReconciles, "max-concurrent-reconciles", 4, "How many RedisClusters are reconciled at once (one cluster is never reconciled twice at once).")
+	zapOpts := zap.Options{Development: false}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	return o
+}
+
+func run() error {
+	o := parseFlags()
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(redisv1alpha1.AddToScheme(scheme))
+
+	// Only Redis pods are cached: a cluster-wide pod cache would cost memory on big clusters.
+	redisPods, err := labels.Parse("app.kubernetes.io/name=redis-cluster")
+	if err != nil {
+		return fmt.Errorf("failed to parse pod selector: %w", err)
+	}
+	cacheOpts := cache.Options{
+		SyncPeriod: &o.syncPeriod,
+		ByObject:   map[client.Object]cache.ByObject{&corev1.Pod{}: {Label: redisPods}},
+	}
+	if o.namespaces != "" {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range strings.Split(o.namespaces, ",") {
+			if ns = strings.TrimSpace(ns); ns != "" {
+				cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+			}
+		}
+	}
+	mgrOpts := ctrl.Options{
+		Scheme:                  scheme,
+		Cache:                   cacheOpts,
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:  o.probeAddr,
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        o.leaderElectionID,
+		LeaderElectionNamespace: o.leaderElectionNS,
+		LeaseDuration:           &o.leaseDuration,
+		RenewDeadline:           &o.renewDeadline,
+		RetryPeriod:             &o.retryPeriod,
+		// The operator exits when it loses the lease, so a new leader never races an old one.
+		LeaderElectionReleaseOnCancel: true,
+		PprofBindAddress:              o.pprofAddr,
+	}
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), mgrOpts)
+	if err != nil {
+		return fmt.Errorf("failed to create manager: %w", err)
+	}
+	renderer, err := render.New()
+	if err != nil {
+		return fmt.Errorf("failed to compile templates: %w", err)
+	}
+	if err := controller.New(mgr, renderer, o.controller).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("failed to set up controller: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("failed to add health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return fmt.Errorf("failed to add ready check: %w", err)
+	}
+	ctrl.Log.Info("Starting manager", "namespaces", o.namespaces, "leaderElection", o.leaderElect)
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
