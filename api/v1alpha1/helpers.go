@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -100,4 +101,12 @@ func (v *RedisVolumes) TypeOrDefault() VolumeType {
 		return VolumeTypeEmptyDir
 	}
 	return v.Type
+}
+
+// SizeOrDefault is volumes.size, or DefaultVolumeSize when unset or zero.
+func (v *RedisVolumes) SizeOrDefault() resource.Quantity {
+	if v.Size.IsZero() {
+		return resource.MustParse(DefaultVolumeSize)
+	}
+	return v.Size
 }
