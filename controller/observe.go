@@ -208,11 +208,23 @@ func members(pods []*corev1.Pod) []redis.Member {
 		}
 		out = append(out, redis.Member{
 			Pod:     p.Name,
-			Addr:    net.JoinHostPort(p.Status.PodIP, strconv.Itoa(redisPort)),
+			Addr:    net.JoinHostPort(p.Status.PodIP, strconv.Itoa(clientPort(p))),
 			K8sNode: p.Spec.NodeName,
 		})
 	}
 	return out
+}
+
+// clientPort is the pod's container port named "redis", 6379 when it names none.
+func clientPort(p *corev1.Pod) int {
+	for _, c := range p.Spec.Containers {
+		for _, port := range c.Ports {
+			if port.Name == "redis" {
+				return int(port.ContainerPort)
+			}
+		}
+	}
+	return redisPort
 }
 
 // podReady reports the pod's Ready condition.

@@ -56,3 +56,13 @@ func (c *redisClients) forget(key types.NamespacedName) {
 		delete(c.byCR, key)
 	}
 }
+
+// closeAll closes every cluster's clients.
+func (c *redisClients) closeAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for key, cc := range c.byCR {
+		_ = cc.factory.Close()
+		delete(c.byCR, key)
+	}
+}

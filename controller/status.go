@@ -144,7 +144,7 @@ func instanceConditions(s *scope) []redisv1alpha1.RedisClusterCondition {
 			HostIP:     p.Status.HostIP,
 		}
 		if p.Status.PodIP != "" {
-			c.Instance = fmt.Sprintf("%s:%d", p.Status.PodIP, redisPort)
+			c.Instance = fmt.Sprintf("%s:%d", p.Status.PodIP, clientPort(p))
 		}
 		f, known := facts[p.Name]
 		if known {

@@ -1,0 +1,218 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/go-redis/redis/v8"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
+	"github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
+)
+
+func newCluster(ns string, replicas int32) *redisv1alpha1.RedisCluster {
+	return &redisv1alpha1.RedisCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo"},
+		Spec: redisv1alpha1.RedisClusterSpec{
+			Replicas:          replicas,
+			ReplicasPerMaster: ptr.To[int32](1),
+			Finalizers:        redisv1alpha1.FinalizersForeground,
+			Version:           "7.2",
+		},
+	}
+}
+
+// startPods plays the StatefulSet controller and the kubelet: one pod per redis-server,
+// Running and Ready, spread over three Kubernetes nodes.
+func startPods(t *testing.T, rc *redisv1alpha1.RedisCluster, servers []*redistest.Server) {
+	t.Helper()
+	ctx := context.Background()
+	for i, srv := range servers {
+		host, port, _ := strings.Cut(srv.Addr, ":")
+		p, _ := strconv.Atoi(port)
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: rc.Namespace, Name: fmt.Sprintf("%s-%d", rc.Name, i), Labels: selectorLabels(rc.Name)},
+			Spec: corev1.PodSpec{
+				NodeName: fmt.Sprintf("node-%d", i%3),
+				Containers: []corev1.Container{{Name: "redis", Image: "redis:7.2",
+					Ports: []corev1.ContainerPort{{Name: "redis", ContainerPort: int32(p)}}}},
+			},
+		}
+		if err := apiClient.Create(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		pod.Status = corev1.PodStatus{
+			Phase: corev1.PodRunning, PodIP: host, HostIP: "10.0.0." + strconv.Itoa(i%3+1),
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+		}
+		if err := apiClient.Status().Update(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func get(t *testing.T, rc *redisv1alpha1.RedisCluster) *redisv1alpha1.RedisCluster {
+	t.Helper()
+	out := &redisv1alpha1.RedisCluster{}
+	if err := apiClient.Get(context.Background(), client.ObjectKeyFromObject(rc), out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// reconcileUntil reconciles until the phase is reached, at most n times.
+func (h *harness) reconcileUntil(rc *redisv1alpha1.RedisCluster, phase redisv1alpha1.RedisClusterPhase, n int) *redisv1alpha1.RedisCluster {
+	h.t.Helper()
+	for i := 0; i < n; i++ {
+		h.reconcile(rc)
+		if got := get(h.t, rc); got.Status.Phase == phase {
+			return got
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	got := get(h.t, rc)
+	h.t.Fatalf("phase %q not reached after %d reconciles: phase %q, reason %q", phase, n, got.Status.Phase, got.Status.Reason)
+	return nil
+}
+
+func TestReconcileFormsClusterThenIdlesWithoutWrites(t *testing.T) {
+	g := NewWithT(t)
+	h := newHarness(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	rc := newCluster(ns, 6)
+	g.Expect(apiClient.Create(ctx, rc)).To(Succeed())
+
+	// First reconciles: finalizer, None → Creating, objects applied, waiting for pods.
+	h.reconcile(rc)
+	g.Expect(get(t, rc).Finalizers).To(ContainElement(ForegroundFinalizer))
+	h.reconcile(rc)
+	got := get(t, rc)
+	g.Expect(got.Status.Phase).To(Equal(redisv1alpha1.PhaseCreating))
+	sts := &appsv1.StatefulSet{}
+	g.Expect(apiClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo"}, sts)).To(Succeed())
+	g.Expect(*sts.Spec.Replicas).To(BeEquivalentTo(6))
+	g.Expect(sts.OwnerReferences).To(HaveLen(1))
+	g.Expect(sts.OwnerReferences[0].Kind).To(Equal("RedisCluster"))
+	for _, name := range []string{"demo", "demo-client"} {
+		g.Expect(apiClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.Service{})).To(Succeed())
+	}
+	g.Expect(apiClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-config"}, &corev1.ConfigMap{})).To(Succeed())
+
+	servers := redistest.Start(t, 6, redistest.Config{})
+	startPods(t, rc, servers)
+	got = h.reconcileUntil(rc, redisv1alpha1.PhaseRunning, 20)
+
+	// The status lists every instance with its role and slots.
+	g.Expect(got.Status.Conditions).To(HaveLen(6))
+	g.Expect(got.Status.Masters).To(BeEquivalentTo(3))
+	g.Expect(got.Status.Replicas).To(BeEquivalentTo(6))
+	g.Expect(got.Status.Selector).To(Equal("app.kubernetes.io/instance=demo,app.kubernetes.io/name=redis-cluster"))
+	g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
+	masters, slots := map[string]redisv1alpha1.RedisClusterCondition{}, 0
+	for _, c := range got.Status.Conditions {
+		g.Expect(c.NodeID).NotTo(BeEmpty(), c.Name)
+		g.Expect(c.Status).To(Equal(corev1.ConditionTrue), c.Name+": "+c.Message)
+		g.Expect(c.DomainName).To(Equal(c.Name + ".demo." + ns + ".svc.cluster.local"))
+		if c.Type == redisv1alpha1.RoleMaster {
+			masters[c.NodeID] = c
+			rs, err := redis.ParseSlotRanges(c.Slots)
+			g.Expect(err).NotTo(HaveOccurred())
+			slots += rs.Count()
+		}
+	}
+	g.Expect(slots).To(Equal(redis.SlotCount))
+	for _, c := range got.Status.Conditions {
+		if c.Type == redisv1alpha1.RoleSlave {
+			master, ok := masters[c.MasterNodeID]
+			g.Expect(ok).To(BeTrue(), "replica %s follows a master", c.Name)
+			g.Expect(master.Hostname).NotTo(Equal(c.Hostname), "replica %s shares a node with its master", c.Name)
+		}
+	}
+
+	// A key written through the cluster client reads back.
+	addrs := redistest.Addrs(servers)
+	slotsFactory := redis.NewFactory(redis.Options{})
+	defer slotsFactory.Close()
+	// go-redis v8 cannot read Redis 7's CLUSTER SLOTS; the slot table comes from CLUSTER NODES.
+	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs,
+		ClusterSlots: func(ctx context.Context) ([]goredis.ClusterSlot, error) { return redis.ClusterSlots(ctx, slotsFactory, addrs) }})
+	defer cc.Close()
+	g.Expect(cc.Set(ctx, "greeting", "hello", 0).Err()).To(Succeed())
+	g.Expect(cc.Get(ctx, "greeting").Val()).To(Equal("hello"))
+
+	// Idle: nothing to change means no API write and no Redis write.
+	h.reconcile(rc) // settles instance transition times written in the same second
+	h.writes()
+	h.redis.Reset()
+	for i := 0; i < 3; i++ {
+		h.reconcile(rc)
+	}
+	g.Expect(h.writes()).To(BeEmpty())
+	g.Expect(h.redis.WriteNames()).To(BeEmpty())
+	g.Expect(h.redis.Count("cluster nodes")).To(BeNumerically(">=", 18), "the idle reconciles did read Redis")
+}
+
+func TestPauseFreezesEverything(t *testing.T) {
+	g := NewWithT(t)
+	h := newHarness(t)
+	ctx := context.Background()
+	rc := newCluster(newNamespace(t), 6)
+	rc.Spec.Pause = true
+	g.Expect(apiClient.Create(ctx, rc)).To(Succeed())
+	h.reconcile(rc) // finalizer
+	h.writes()
+	h.reconcile(rc)
+	got := get(t, rc)
+	g.Expect(got.Status.Phase).To(Equal(redisv1alpha1.PhaseNone))
+	g.Expect(got.Status.Reason).To(ContainSubstring("spec.pause is true"))
+	g.Expect(apiClient.Get(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: "demo"}, &appsv1.StatefulSet{})).NotTo(Succeed())
+	g.Expect(h.writes()).To(ConsistOf(ContainSubstring("patch/status")))
+
+	got.Spec.Pause = false
+	g.Expect(apiClient.Update(ctx, got)).To(Succeed())
+	h.reconcile(rc)
+	g.Expect(get(t, rc).Status.Phase).To(Equal(redisv1alpha1.PhaseCreating))
+	g.Expect(apiClient.Get(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: "demo"}, &appsv1.StatefulSet{})).To(Succeed())
+}
+
+func TestForegroundDeletionWaitsForPods(t *testing.T) {
+	g := NewWithT(t)
+	h := newHarness(t)
+	ctx := context.Background()
+	rc := newCluster(newNamespace(t), 6)
+	g.Expect(apiClient.Create(ctx, rc)).To(Succeed())
+	h.reconcile(rc)
+	h.reconcile(rc)
+	servers := redistest.Start(t, 6, redistest.Config{})
+	startPods(t, rc, servers)
+
+	g.Expect(apiClient.Delete(ctx, get(t, rc))).To(Succeed())
+	h.reconcile(rc)
+	got := get(t, rc)
+	g.Expect(got.Status.Phase).To(Equal(redisv1alpha1.PhaseDeleting))
+	g.Expect(got.Status.Reason).To(ContainSubstring("Waiting for 6 pod(s)"))
+
+	// The pods go (here by hand: envtest has no StatefulSet controller); then the CR goes.
+	g.Expect(apiClient.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(rc.Namespace), client.GracePeriodSeconds(0))).To(Succeed())
+	g.Eventually(func() int {
+		pods := &corev1.PodList{}
+		_ = apiClient.List(ctx, pods, client.InNamespace(rc.Namespace))
+		return len(pods.Items)
+	}).Should(BeZero())
+	h.reconcile(rc)
+	err := apiClient.Get(ctx, client.ObjectKeyFromObject(rc), &redisv1alpha1.RedisCluster{})
+	g.Expect(client.IgnoreNotFound(err)).To(Succeed())
+	g.Expect(err).To(HaveOccurred(), "the RedisCluster is gone")
+}
