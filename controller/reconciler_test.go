@@ -147,7 +147,9 @@ func TestReconcileFormsClusterThenIdlesWithoutWrites(t *testing.T) {
 	defer slotsFactory.Close()
 	// go-redis v8 cannot read Redis 7's CLUSTER SLOTS; the slot table comes from CLUSTER NODES.
 	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs,
-		ClusterSlots: func(ctx context.Context) ([]goredis.ClusterSlot, error) { return redis.ClusterSlots(ctx, slotsFactory, addrs) }})
+		ClusterSlots: func(ctx context.Context) ([]goredis.ClusterSlot, error) {
+			return redis.ClusterSlots(ctx, slotsFactory, addrs)
+		}})
 	defer cc.Close()
 	g.Expect(cc.Set(ctx, "greeting", "hello", 0).Err()).To(Succeed())
 	g.Expect(cc.Get(ctx, "greeting").Val()).To(Equal("hello"))
