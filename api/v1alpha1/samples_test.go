@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -153,7 +154,13 @@ func TestKubectl(t *testing.T) {
 		return string(out) + string(errOut), err
 	}
 
-	out, err := run("", "explain", "rec.spec.updateStrategy")
+	// envtest waits until the CRD is served, not until its OpenAPI is published: retry.
+	var out string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+		if out, err = run("", "explain", "rec.spec.updateStrategy"); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil {
 		t.Fatalf("kubectl explain failed: %v\n%s", err, out)
 	}
