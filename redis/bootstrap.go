@@ -16,8 +16,9 @@ var ErrRefused = errors.New("bootstrap refused")
 // settles a handshake in about 100 ms, so a fine poll turns into a faster bootstrap.
 var PollInterval = 25 * time.Millisecond
 
-// meetCooldown keeps Bootstrap from re-sending a MEET whose handshake is still in flight.
-const meetCooldown = time.Second
+// meetCooldown keeps Bootstrap from re-sending a MEET whose handshake is still in flight;
+// a handshake on loopback or a pod network takes one or two cluster cron ticks (100 ms).
+const meetCooldown = 300 * time.Millisecond
 
 // Progress is what a bootstrap call did and where the cluster stands.
 type Progress struct {

@@ -145,6 +145,15 @@ func matchApart(replicas, seats []int, ok func(r, m int) bool) map[int]int {
 	}
 	var try func(ri int, seen []bool) bool
 	try = func(ri int, seen []bool) bool {
+		// A free seat first, so replicas keep the natural order (replica k of master k)
+		// whenever that is already apart; steal a seat only when none is free.
+		for s, m := range seats {
+			if !seen[s] && seatOwner[s] < 0 && ok(replicas[ri], m) {
+				seen[s] = true
+				seatOwner[s] = ri
+				return true
+			}
+		}
 		for s, m := range seats {
 			if seen[s] || !ok(replicas[ri], m) {
 				continue

@@ -31,6 +31,9 @@ type Action struct {
 	MasterID   string
 	// Message is for events: "Assigned slots 0-5460 to demo-0".
 	Message string
+	// Refresh marks a MEET sent only so a node that knows Member hears its current role
+	// and slots at once; it changes no topology, so callers may skip the event.
+	Refresh bool
 }
 
 // Plan is what bootstrap does next, computed from one observation.
@@ -75,8 +78,10 @@ const (
 //  3. a replica replicates as soon as it knows its master;
 //  4. a replica meets the rest once it is a replica, so others learn it in its final role;
 //  5. a member that others see with an old role or old slots re-announces itself with a
-//     MEET to them (a MEET to a known node is harmless and makes it send its header now,
-//     instead of waiting up to node-timeout/2 for the next ping).
+//     MEET to them. Redis skips the header of the packet that completes a handshake, so a
+//     freshly met node is known without its slots, master or epoch until its next ping
+//     (up to node-timeout/2 later); a MEET to a known node is harmless and makes it send
+//     its full header now.
 func PlanBootstrap(st *ClusterState, masters, replicasPerMaster int) Plan {
 	if down := st.Unreachable(); len(down) > 0 {
 		return Plan{Phase: PhaseWaitingForPods}
@@ -162,16 +167,14 @@ func checkSlotOwners(st *ClusterState) error {
 	for _, id := range st.IDs() {
 		isMember[id] = true
 	}
-	var seen SlotRanges
-	seenBy := ""
 	for i := range st.Members {
 		m := &st.Members[i]
 		self := m.Self()
-		if both := seen.Intersect(self.Slots); len(both) > 0 {
-			return fmt.Errorf("slots %s are claimed by both %s and %s", both, seenBy, m.Pod)
+		for j := 0; j < i; j++ {
+			if both := st.Members[j].Self().Slots.Intersect(self.Slots); len(both) > 0 {
+				return fmt.Errorf("slots %s are claimed by both %s and %s", both, st.Members[j].Pod, m.Pod)
+			}
 		}
-		seen = append(seen, self.Slots...).Normalize()
-		seenBy = m.Pod
 		for _, n := range m.Nodes {
 			if !isMember[n.ID] && !n.Handshake && len(n.Slots) > 0 {
 				return fmt.Errorf("pod %s knows node %s (%s) outside this cluster holding slots %s",
@@ -332,7 +335,8 @@ func planLinks(st *ClusterState, p Plan) ([]Action, string) {
 				continue
 			}
 			if n.Replica != self.Replica || n.MasterID != self.MasterID || !n.Slots.Equal(self.Slots) {
-				meet(i, j)
+				acts = append(acts, Action{Kind: ActionMeet, Member: i, Target: j, TargetAddr: st.Members[j].Addr, Refresh: true,
+					Message: fmt.Sprintf("Made %s re-announce itself to %s", st.Members[i].Pod, st.Members[j].Pod)})
 			}
 		}
 	}

@@ -1,0 +1,117 @@
+package redis
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// fakeState builds an observation of n fresh members; tweak edits member views.
+func fakeState(n int) *ClusterState {
+	st := &ClusterState{}
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("%040x", i+1)
+		st.Members = append(st.Members, MemberState{
+			Member: Member{Pod: fmt.Sprintf("demo-%d", i), Addr: fmt.Sprintf("127.0.0.1:%d", 7000+i), K8sNode: "n"},
+			Nodes:  []Node{{ID: id, IP: "127.0.0.1", Port: 7000 + i, Myself: true, Master: true, Connected: true}},
+			Info:   ClusterInfo{State: "fail"}, KeysKnown: true,
+		})
+	}
+	return st
+}
+
+func kinds(acts []Action) string {
+	var out []string
+	for _, a := range acts {
+		out = append(out, a.Message)
+	}
+	return strings.Join(out, "; ")
+}
+
+func TestPlanBootstrapFreshAssignsEpochsAndSlotsFirst(t *testing.T) {
+	p := PlanBootstrap(fakeState(6), 3, 1)
+	want := "Set config epoch 1 on demo-0; Set config epoch 2 on demo-1; Set config epoch 3 on demo-2; " +
+		"Set config epoch 4 on demo-3; Set config epoch 5 on demo-4; Set config epoch 6 on demo-5; " +
+		"Assigned slots 0-5460 to demo-0; Assigned slots 5461-10922 to demo-1; Assigned slots 10923-16383 to demo-2"
+	if got := kinds(p.Actions); got != want || p.Phase != PhaseAssigning {
+		t.Errorf("got %s (%s)\nwant %s", got, p.Phase, want)
+	}
+}
+
+func TestPlanBootstrapFillsOnlyMissingSlots(t *testing.T) {
+	st := fakeState(6)
+	st.Members[1].Nodes[0].Slots = SlotRanges{{5461, 10922}}
+	st.Members[1].Nodes[0].ConfigEpoch = 2
+	p := PlanBootstrap(st, 3, 1)
+	got := kinds(p.Actions)
+	if !strings.Contains(got, "Assigned slots 0-5460 to demo-0") || !strings.Contains(got, "Assigned slots 10923-16383 to demo-2") ||
+		strings.Contains(got, "5461-10922") || strings.Contains(got, "epoch 2 ") {
+		t.Errorf("got %s", got)
+	}
+}
+
+func TestPlanBootstrapRefuses(t *testing.T) {
+	withKeys := fakeState(6)
+	withKeys.Members[4].Keys = 7
+	overlap := fakeState(6)
+	overlap.Members[0].Nodes[0].Slots = SlotRanges{{0, 100}}
+	overlap.Members[3].Nodes[0].Slots = SlotRanges{{50, 60}}
+	foreign := fakeState(6)
+	foreign.Members[2].Nodes = append(foreign.Members[2].Nodes,
+		Node{ID: strings.Repeat("f", 40), IP: "10.0.0.9", Port: 6379, Master: true, Slots: SlotRanges{{0, 10}}})
+	tooMany := fakeState(6)
+	for i := range tooMany.Members {
+		tooMany.Members[i].Nodes[0].Slots = SlotRanges{{i, i}}
+	}
+	tests := map[string]struct {
+		st   *ClusterState
+		want string
+	}{
+		"keys on a claimed node": {withKeys, "pod demo-4"},
+		"two owners of a slot":   {overlap, "slots 50-60 are claimed by both demo-0 and demo-3"},
+		"a foreign cluster":      {foreign, "outside this cluster"},
+		"too many slot holders":  {tooMany, "6 members already hold slots"},
+		"too few members":        {fakeState(4), "need 6 members"},
+	}
+	for name, tt := range tests {
+		p := PlanBootstrap(tt.st, 3, 1)
+		if p.Refusal == nil || !strings.Contains(p.Refusal.Error(), tt.want) || len(p.Actions) > 0 || p.Phase != PhaseRefused {
+			t.Errorf("%s: refusal %v, actions %s", name, p.Refusal, kinds(p.Actions))
+		}
+	}
+}
+
+func TestPlanBootstrapAsksForKeysBeforeWriting(t *testing.T) {
+	st := fakeState(6)
+	st.Members[5].KeysKnown = false
+	p := PlanBootstrap(st, 3, 1)
+	if len(p.Actions) != 0 || len(p.NeedKeys) != 1 || p.NeedKeys[0] != 5 {
+		t.Errorf("actions %s, need keys %v", kinds(p.Actions), p.NeedKeys)
+	}
+}
+
+func TestPlanBootstrapWaitsForUnreachable(t *testing.T) {
+	st := fakeState(6)
+	st.Members[2].Err, st.Members[2].Nodes = errors.New("refused"), nil
+	if p := PlanBootstrap(st, 3, 1); len(p.Actions) != 0 || p.Phase != PhaseWaitingForPods {
+		t.Errorf("plan %+v", p)
+	}
+}
+
+// After slots: masters meet each other and replicas meet only their master.
+func TestPlanBootstrapMeetsAfterSlots(t *testing.T) {
+	st := fakeState(6)
+	for i, r := range SplitSlots(3) {
+		st.Members[i].Nodes[0].Slots = SlotRanges{r}
+	}
+	for i := range st.Members {
+		st.Members[i].Nodes[0].ConfigEpoch = uint64(i + 1)
+	}
+	p := PlanBootstrap(st, 3, 1)
+	want := "Made demo-0 meet demo-1; Made demo-0 meet demo-2; Made demo-1 meet demo-2; " +
+		"Made demo-3 meet demo-0; Made demo-4 meet demo-1; Made demo-5 meet demo-2"
+	if got := kinds(p.Actions); got != want || p.Phase != PhaseMeeting {
+		t.Errorf("got %s (%s)\nwant %s", got, p.Phase, want)
+	}
+}
