@@ -1,0 +1,139 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/go-redis/redis/v8"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Pods lists the pods matching a label selector (e.g. "app.kubernetes.io/instance=NAME"), by name.
+func (s *Stack) Pods(ctx context.Context, ns, selector string) ([]corev1.Pod, error) {
+	c, err := s.Client()
+	if err != nil {
+		return nil, err
+	}
+	sel, err := labels.Parse(selector)
+	if err != nil {
+		return nil, fmt.Errorf("failed to parse selector %q: %w", selector, err)
+	}
+	var list corev1.PodList
+	if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return nil, fmt.Errorf("failed to list pods: %w", err)
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+	return list.Items, nil
+}
+
+// PodAddrs returns "podIP:6379" of every pod matching selector that has an address.
+func (s *Stack) PodAddrs(ctx context.Context, ns, selector string) ([]string, error) {
+	pods, err := s.Pods(ctx, ns, selector)
+	if err != nil {
+		return nil, err
+	}
+	var addrs []string
+	for _, p := range pods {
+		if p.Status.PodIP != "" && p.DeletionTimestamp == nil {
+			addrs = append(addrs, net.JoinHostPort(p.Status.PodIP, "6379"))
+		}
+	}
+	return addrs, nil
+}
+
+// RedisClient is a cluster-aware go-redis client seeded with the pods' addresses; it
+// follows MOVED/ASK to any pod, since every pod address is reachable on loopback.
+func (s *Stack) RedisClient(ctx context.Context, ns, selector, password string) (*redis.ClusterClient, error) {
+	addrs, err := s.PodAddrs(ctx, ns, selector)
+	if err != nil {
+		return nil, err
+	}
+	if len(addrs) == 0 {
+		return nil, fmt.Errorf("no pod with an address matches %s in %s", selector, ns)
+	}
+	return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Password: password}), nil
+}
+
+// NodeClient is a plain client for one pod.
+func NodeClient(podIP, password string) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: net.JoinHostPort(podIP, "6379"), Password: password})
+}
+
+// DeletePod deletes a pod as `kubectl delete pod` does (graceful).
+func (s *Stack) DeletePod(ctx context.Context, ns, name string) error {
+	cs, err := s.Clientset()
+	if err != nil {
+		return err
+	}
+	if err := cs.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		return fmt.Errorf("failed to delete pod %s/%s: %w", ns, name, err)
+	}
+	return nil
+}
+
+// PodPID is the PID of a pod's redis-server, from the node agent's pid file.
+func (s *Stack) PodPID(ns, name string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(s.StateDir, "pods", ns, name, "redis.pid"))
+	if err != nil {
+		return 0, fmt.Errorf("failed to read pid file of pod %s/%s: %w", ns, name, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, fmt.Errorf("failed to parse pid file of pod %s/%s: %w", ns, name, err)
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || !strings.Contains(string(cmdline), "redis-server") {
+		return 0, fmt.Errorf("pod %s/%s has no running redis-server (pid %d)", ns, name, pid)
+	}
+	return pid, nil
+}
+
+// KillPodProcess SIGKILLs a pod's redis-server, as a crash would; the node agent restarts it
+// (restartPolicy Always) on the same address and counts the restart.
+func (s *Stack) KillPodProcess(ns, name string) error {
+	pid, err := s.PodPID(ns, name)
+	if err != nil {
+		return err
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("failed to kill redis-server of pod %s/%s: %w", ns, name, err)
+	}
+	return nil
+}
+
+// Events lists the events about an object (matched by UID), oldest first.
+func (s *Stack) Events(ctx context.Context, obj client.Object) ([]corev1.Event, error) {
+	cs, err := s.Clientset()
+	if err != nil {
+		return nil, err
+	}
+	list, err := cs.CoreV1().Events(obj.GetNamespace()).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(obj.GetUID())})
+	if err != nil {
+		return nil, fmt.Errorf("failed to list events: %w", err)
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].CreationTimestamp.Before(&list.Items[j].CreationTimestamp) })
+	return list.Items, nil
+}
+
+// CreateNamespace creates a namespace for one test and returns a func that deletes it.
+func (s *Stack) CreateNamespace(ctx context.Context, name string) (func(), error) {
+	cs, err := s.Clientset()
+	if err != nil {
+		return nil, err
+	}
+	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("failed to create namespace %s: %w", name, err)
+	}
+	return func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{}) }, nil
+}
