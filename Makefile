@@ -53,7 +53,9 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy functions
 
 .PHONY: verify-generated
 verify-generated: manifests generate ## Fail when generated files are not current
-	@git diff --exit-code -- config/crd config/rbac api || { echo "Generated files are stale: run 'make manifests generate' and commit"; exit 1; }
+	@if [ -n "$$(git status --porcelain -- config/crd config/rbac api)" ]; then \
+		git status --short -- config/crd config/rbac api; git diff --stat -- config/crd config/rbac api; \
+		echo "Generated files are stale or new: run 'make manifests generate' and commit"; exit 1; fi
 
 ##@ Build and run
 

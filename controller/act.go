@@ -58,6 +58,11 @@ func (r *Reconciler) act(ctx context.Context, s *scope) (ctrl.Result, error) {
 		}
 		return ctrl.Result{RequeueAfter: requeueRunning}, nil
 	case fsm.Failed:
+		if !formedOnce(&s.cluster.Status) {
+			// Creating failed (timed out waiting for pods, say): once the cause is gone
+			// the bootstrap finishes, and the cluster recovers to Running.
+			return r.reconcileBootstrap(ctx, s)
+		}
 		return ctrl.Result{RequeueAfter: requeueFailed}, nil
 	default:
 		return ctrl.Result{RequeueAfter: requeueWaiting}, nil

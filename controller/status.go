@@ -24,6 +24,10 @@ const (
 	// lastTransitionTime is when the current phase began (the operator's timeouts count
 	// from it) and its observedGeneration the generation the phase began at.
 	ConditionProgressing = "Progressing"
+	// ConditionFormed turns True the first time the cluster reaches Running and stays so.
+	// Bootstrap only runs while it is not True: a formed cluster that loses slots is
+	// healed or reported, never silently "created" again.
+	ConditionFormed = "Formed"
 )
 
 // Per-instance condition reasons (status.conditions[].reason).
@@ -100,6 +104,10 @@ func setClusterConditions(st *redisv1alpha1.RedisClusterStatus, s *scope) {
 		ready.Status, ready.Message = metav1.ConditionTrue, "cluster_state is ok on every node"
 	}
 	meta.SetStatusCondition(&st.ClusterConditions, ready)
+	if phase == fsm.Running && !formedOnce(st) {
+		meta.SetStatusCondition(&st.ClusterConditions, metav1.Condition{Type: ConditionFormed, Status: metav1.ConditionTrue,
+			Reason: "Bootstrapped", Message: "the Redis cluster was formed", ObservedGeneration: s.cluster.Generation})
+	}
 
 	progressing := metav1.Condition{Type: ConditionProgressing, Status: metav1.ConditionFalse, Reason: string(phase),
 		Message: fmt.Sprintf("phase %s", phase)}
@@ -177,4 +185,9 @@ func instanceHealth(p *corev1.Pod, f redis.MemberFacts, known bool) (corev1.Cond
 	default:
 		return corev1.ConditionTrue, InstanceReady, fmt.Sprintf("%s serving", f.Role)
 	}
+}
+
+// formedOnce reports whether the cluster has been formed before.
+func formedOnce(st *redisv1alpha1.RedisClusterStatus) bool {
+	return meta.IsStatusConditionTrue(st.ClusterConditions, ConditionFormed)
 }
