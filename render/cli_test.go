@@ -1,0 +1,75 @@
+package render
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"sigs.k8s.io/yaml"
+)
+
+// TestCueCLIMatchesRenderer proves the preview of docs/templates.md (the pinned cue
+// CLI on the same files) gives the same objects as the operator's renderer. The CLI
+// preview has no user ConfigMap, so cases with one are left out.
+func TestCueCLIMatchesRenderer(t *testing.T) {
+	cue, err := filepath.Abs("../bin/cue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(cue); err != nil {
+		t.Skipf("pinned cue CLI not installed (make test installs it): %v", err)
+	}
+	r := newRenderer(t)
+	for _, c := range renderCases(t) {
+		if c.conf != "" {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			file, err := filepath.Abs(c.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(cue, "export", ".", file, "-l", "input:", "-e", "objects", "--out", "json")
+			cmd.Dir = "../templates"
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("cue export: %v\n%s", err, stderr.String())
+			}
+			var fromCLI []interface{}
+			if err := utiljson.Unmarshal(out, &fromCLI); err != nil {
+				t.Fatalf("failed to decode cue output: %v", err)
+			}
+
+			objs, err := r.RenderFile(c.file, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Both sides through JSON, so numbers and empty values compare alike.
+			data, err := json.Marshal(objs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var fromRenderer []interface{}
+			if err := utiljson.Unmarshal(data, &fromRenderer); err != nil {
+				t.Fatal(err)
+			}
+			if len(fromCLI) != 4 || len(fromRenderer) != 4 {
+				t.Fatalf("want 4 objects from each, got %d from cue and %d from the renderer", len(fromCLI), len(fromRenderer))
+			}
+			for i := range fromCLI {
+				if !reflect.DeepEqual(fromCLI[i], fromRenderer[i]) {
+					a, _ := yaml.Marshal(fromCLI[i])
+					b, _ := yaml.Marshal(fromRenderer[i])
+					t.Errorf("object %d differs\n--- cue CLI\n%s\n--- renderer\n%s", i, a, b)
+				}
+			}
+		})
+	}
+}
