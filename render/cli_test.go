@@ -3,6 +3,7 @@ package render
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -71,5 +72,39 @@ func TestCueCLIMatchesRenderer(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRunCLI checks the `render` subcommand prints the golden objects as `---`
+// separated documents, and takes a user redis.conf.
+func TestRunCLI(t *testing.T) {
+	for _, c := range []struct{ name, file, conf string }{
+		{"demo", "../config/samples/redis_v1alpha1_rediscluster.yaml", ""},
+		{"userconf", "testdata/cases/userconf.yaml", "testdata/cases/userconf.redis.conf"},
+	} {
+		args := []string{"-f", c.file}
+		if c.conf != "" {
+			args = append(args, "--redis-conf", c.conf)
+		}
+		var out bytes.Buffer
+		if err := RunCLI(args, &out); err != nil {
+			t.Fatalf("RunCLI(%v): %v", args, err)
+		}
+		want, err := os.ReadFile(filepath.Join("testdata", "golden", c.name+".yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(out.Bytes(), want) {
+			t.Errorf("RunCLI(%v) differs from the golden file:\n%s", args, out.String())
+		}
+		if n := bytes.Count(out.Bytes(), []byte("\n---\n")); n != 3 {
+			t.Errorf("RunCLI(%v) printed %d separators, want 3", args, n)
+		}
+	}
+	if err := RunCLI([]string{"-f", "testdata/cases/missing.yaml"}, io.Discard); err == nil {
+		t.Error("RunCLI on a missing file succeeded")
+	}
+	if err := RunCLI(nil, io.Discard); err == nil {
+		t.Error("RunCLI without -f succeeded")
 	}
 }
