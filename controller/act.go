@@ -106,6 +106,9 @@ func (r *Reconciler) recordActions(s *scope, acts []redis.Action) {
 	byKind := map[redis.ActionKind][]string{}
 	var kinds []redis.ActionKind
 	for _, a := range acts {
+		if a.Refresh {
+			continue // a re-announcing MEET between nodes that know each other: no change to report
+		}
 		if _, seen := byKind[a.Kind]; !seen {
 			kinds = append(kinds, a.Kind)
 		}
