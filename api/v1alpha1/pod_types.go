@@ -107,7 +107,7 @@ type VolumeType string
 const (
 	// VolumeTypeEmptyDir keeps data in an emptyDir: lost when the pod is deleted.
 	VolumeTypeEmptyDir VolumeType = "emptyDir"
-	// VolumeTypeHostPath keeps data in hostPath/<pod name> on the node.
+	// VolumeTypeHostPath keeps data in hostPath/<namespace>/<pod name> on the node.
 	VolumeTypeHostPath VolumeType = "hostPath"
 	// VolumeTypeNFS keeps data on the existing claim persistentVolumeClaimName, shared by
 	// every pod, each in its own sub-directory (<pod name>).
@@ -146,7 +146,7 @@ type RedisVolumes struct {
 	PersistentVolumeClaimName string `json:"persistentVolumeClaimName,omitempty"`
 
 	// hostPath is the node directory used by type hostPath; each pod uses
-	// hostPath/<pod name> (addition). Default /var/lib/redis-cluster.
+	// hostPath/<namespace>/<pod name> (addition). Default /var/lib/redis-cluster.
 	// +kubebuilder:validation:Pattern=`^/`
 	// +optional
 	HostPath string `json:"hostPath,omitempty"`
