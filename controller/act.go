@@ -31,10 +31,6 @@ const (
 // to (but for the foreground finalizer of a deleted one).
 func (r *Reconciler) act(ctx context.Context, s *scope) (ctrl.Result, error) {
 	d := s.decision
-	if d.Changed() {
-		r.Recorder.Eventf(s.cluster, corev1.EventTypeNormal, ReasonPhaseChanged, "%s -> %s: %s", d.From, d.Phase, d.Message)
-		log.FromContext(ctx).Info("Phase changed", "from", d.From, "to", d.Phase, "reason", d.Reason)
-	}
 	switch {
 	case d.Phase == fsm.Deleting:
 		return r.reconcileDeletion(ctx, s)
@@ -55,6 +51,11 @@ func (r *Reconciler) act(ctx context.Context, s *scope) (ctrl.Result, error) {
 	case fsm.Running:
 		if d.Changed() {
 			return ctrl.Result{Requeue: true}, nil
+		}
+		if !allInstancesHealthy(s) {
+			// Links still connecting after a bootstrap, a pod restarting: look again soon
+			// so the status catches up.
+			return ctrl.Result{RequeueAfter: requeueWaiting}, nil
 		}
 		return ctrl.Result{RequeueAfter: requeueRunning}, nil
 	case fsm.Failed:
@@ -132,4 +133,18 @@ func (r *Reconciler) warnOnce(s *scope, reason, msg string) {
 		return
 	}
 	r.Recorder.Event(s.cluster, corev1.EventTypeWarning, reason, msg)
+}
+
+// allInstancesHealthy reports whether every pod is Ready and every Redis node reachable,
+// connected to all others and not flagged failing.
+func allInstancesHealthy(s *scope) bool {
+	if s.redis == nil || len(s.pods) != s.desiredReplicas() {
+		return false
+	}
+	for _, f := range s.redis.Facts() {
+		if !f.Reachable || !f.Connected || f.Failed {
+			return false
+		}
+	}
+	return s.readyPods() == s.desiredReplicas()
 }

@@ -69,12 +69,12 @@ func (r *Reconciler) observation(s *scope) fsm.Observation {
 		o.SlotsPlaced = st.NoOpenSlots() && st.Masters() == masters
 		o.RemovedNodesForgotten = o.ObservedReplicas == rc.Spec.Replicas
 		o.ReplicasInSync = st.NoFailures() && allLinksUp(st)
-		// Slots nobody claims any more are lost until a human restores them: healing cannot
-		// invent their keys. Slots of a failed master are not counted here, its replica
-		// takes them over.
-		o.Broken = anyReachable(st) && fsm.Phase(rc.Status.Phase) == fsm.Running && st.ClaimedSlots().Count() < redis.SlotCount
+		// Slots whose master and every replica are gone (or that nobody claims) stay down
+		// until a human restores them: healing cannot invent their keys. A master that is
+		// only down, with a replica to promote, is not broken.
+		o.Broken = len(st.LostSlots()) > 0
 	}
-	if o.DesiredReplicas != o.ObservedReplicas && fsm.Phase(rc.Status.Phase) == fsm.Scaling {
+	if phase := fsm.Phase(rc.Status.Phase); o.DesiredReplicas != o.ObservedReplicas && (phase == fsm.Scaling || phase == fsm.Failed && formedOnce(&rc.Status)) {
 		o.CannotProceed = true
 		o.CannotProceedMessage = fmt.Sprintf("spec.replicas: changing a formed cluster from %d to %d instances needs slot migration, which this operator version does not do yet; the StatefulSet keeps its size and no key is moved. Set spec.replicas back to %d to recover",
 			o.ObservedReplicas, o.DesiredReplicas, o.ObservedReplicas)
@@ -113,15 +113,6 @@ func rolloutDone(sts *appsv1.StatefulSet) bool {
 	return sts.Status.ObservedGeneration >= sts.Generation &&
 		sts.Status.UpdateRevision == sts.Status.CurrentRevision &&
 		sts.Spec.Replicas != nil && sts.Status.UpdatedReplicas == *sts.Spec.Replicas
-}
-
-func anyReachable(st *redis.ClusterState) bool {
-	for i := range st.Members {
-		if st.Members[i].Reachable() {
-			return true
-		}
-	}
-	return false
 }
 
 // allLinksUp reports whether every replica sees its master's link connected.

@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -109,7 +110,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 
 	s := &scope{cluster: rc, original: *rc.Status.DeepCopy(), now: r.now()}
 	defer func() {
-		if err := r.writeStatus(ctx, s, retErr); err != nil {
+		err := r.writeStatus(ctx, s, retErr)
+		switch {
+		case apierrors.IsConflict(err) && retErr == nil:
+			// The cache had an older CR than the server: start again from the newer one.
+			result, retErr = ctrl.Result{Requeue: true}, nil
+		case err != nil:
 			retErr = kerrors.NewAggregate([]error{retErr, err})
 		}
 	}()

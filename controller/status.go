@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 	"github.com/hc-middleware/redis-cluster-operator/fsm"
@@ -51,8 +52,14 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *scope, reconcileErr err
 	base := s.cluster.DeepCopy()
 	base.Status = s.original
 	s.cluster.Status = status
-	if err := r.Client.Status().Patch(ctx, s.cluster, client.MergeFrom(base)); err != nil {
-		return fmt.Errorf("failed to patch status of RedisCluster %s: %w", s.cluster.Name, client.IgnoreNotFound(err))
+	// The optimistic lock makes a reconcile that read a stale CR from the cache fail here
+	// instead of writing (and announcing) a phase change that was already made.
+	if err := r.Client.Status().Patch(ctx, s.cluster, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("failed to patch status of RedisCluster %s: %w", s.cluster.Name, err)
+	}
+	if d := s.decision; d.Changed() {
+		r.Recorder.Eventf(s.cluster, corev1.EventTypeNormal, ReasonPhaseChanged, "%s -> %s: %s", d.From, d.Phase, d.Message)
+		log.FromContext(ctx).Info("Phase changed", "from", d.From, "to", d.Phase, "reason", d.Reason)
 	}
 	return nil
 }
@@ -87,6 +94,12 @@ func reasonText(s *scope) string {
 	if s.decision.Reason != "" {
 		msg = s.decision.Reason + ": " + msg
 	}
+	if s.decision.Phase == fsm.Failed && !s.decision.Changed() {
+		// The failure's cause was said when the phase changed; keep saying it.
+		if c := meta.FindStatusCondition(s.original.ClusterConditions, ConditionProgressing); c != nil {
+			msg = c.Message + ". " + msg
+		}
+	}
 	if s.reason != "" {
 		msg += ". " + s.reason
 	}
@@ -117,6 +130,9 @@ func setClusterConditions(st *redisv1alpha1.RedisClusterStatus, s *scope) {
 	}
 	old := meta.FindStatusCondition(st.ClusterConditions, ConditionProgressing)
 	if old == nil || old.Reason != progressing.Reason {
+		if s.decision.Changed() {
+			progressing.Message = s.decision.Message
+		}
 		// A new phase: restart its clock and remember the generation it began at.
 		progressing.LastTransitionTime = metav1.NewTime(s.now)
 		progressing.ObservedGeneration = s.cluster.Generation
@@ -125,6 +141,7 @@ func setClusterConditions(st *redisv1alpha1.RedisClusterStatus, s *scope) {
 		return
 	}
 	progressing.LastTransitionTime, progressing.ObservedGeneration = old.LastTransitionTime, old.ObservedGeneration
+	progressing.Message = old.Message
 	*old = progressing
 }
 

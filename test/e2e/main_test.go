@@ -23,6 +23,7 @@ func TestMain(m *testing.M) {
 	}
 	stack = s
 	code := m.Run()
+	stopOperator()
 	if err := s.Down(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 	}

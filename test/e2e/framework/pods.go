@@ -16,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	opredis "github.com/hc-middleware/redis-cluster-operator/redis"
 )
 
 // Pods lists the pods matching a label selector (e.g. "app.kubernetes.io/instance=NAME"), by name.
@@ -53,7 +55,7 @@ func (s *Stack) PodAddrs(ctx context.Context, ns, selector string) ([]string, er
 
 // RedisClient is a cluster-aware go-redis client seeded with the pods' addresses; it
 // follows MOVED/ASK to any pod, since every pod address is reachable on loopback.
-func (s *Stack) RedisClient(ctx context.Context, ns, selector, password string) (*redis.ClusterClient, error) {
+func (s *Stack) RedisClient(ctx context.Context, ns, selector, password string) (*ClusterClient, error) {
 	addrs, err := s.PodAddrs(ctx, ns, selector)
 	if err != nil {
 		return nil, err
@@ -61,7 +63,28 @@ func (s *Stack) RedisClient(ctx context.Context, ns, selector, password string) 
 	if len(addrs) == 0 {
 		return nil, fmt.Errorf("no pod with an address matches %s in %s", selector, ns)
 	}
-	return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Password: password}), nil
+	return NewClusterClient(addrs, password), nil
+}
+
+// ClusterClient is a go-redis cluster client with the node clients that build its slot table.
+type ClusterClient struct {
+	*redis.ClusterClient
+	nodes opredis.Factory
+}
+
+// Close closes the cluster client and the node clients.
+func (c *ClusterClient) Close() error {
+	_ = c.nodes.Close()
+	return c.ClusterClient.Close()
+}
+
+// NewClusterClient is a cluster-aware client seeded with addrs. go-redis v8 cannot parse
+// Redis 7's CLUSTER SLOTS reply, so its slot table is built from CLUSTER NODES.
+func NewClusterClient(addrs []string, password string) *ClusterClient {
+	f := opredis.NewFactory(opredis.Options{Password: password})
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Password: password,
+		ClusterSlots: func(ctx context.Context) ([]redis.ClusterSlot, error) { return opredis.ClusterSlots(ctx, f, addrs) }})
+	return &ClusterClient{ClusterClient: cc, nodes: f}
 }
 
 // NodeClient is a plain client for one pod.
