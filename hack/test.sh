@@ -13,6 +13,12 @@ start=$(date +%s)
 step "Installing and building tools"
 make --no-print-directory tools
 
+step "Generated files and formatting are current"
+make --no-print-directory verify-generated
+unformatted=$(gofmt -l $(git ls-files '*.go'))
+[[ -z $unformatted ]] || { echo "Not gofmt-ed:"; echo "$unformatted"; exit 1; }
+(cd templates && cue fmt --check ./...) || { echo "'cue fmt' would change files under templates/"; exit 1; }
+
 step "go vet"
 go vet ./...
 go vet -tags e2e ./test/e2e/...

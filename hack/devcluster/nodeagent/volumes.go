@@ -219,4 +219,3 @@ func writeIfChanged(path string, b []byte) error {
 	}
 	return nil
 }
-
