@@ -52,7 +52,7 @@ fi
 
 name=
 if [[ -f $SAMPLE && -z ${WAIT_PHASE:-} ]]; then
-	log "applying $SAMPLE"
+	log "applying $SAMPLE (the demo's own sample: the seed's config/samples/seed_rediscluster.yaml has pause: true, which the operator honours by leaving it alone)"
 	kubectl_dc apply --server-side -f "$SAMPLE"
 	name=$(kubectl_dc get -f "$SAMPLE" -o jsonpath='{.metadata.name}')
 	ns=$(kubectl_dc get -f "$SAMPLE" -o jsonpath='{.metadata.namespace}')
