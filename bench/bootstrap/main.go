@@ -13,12 +13,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"sort"
 	"time"
 
+	"github.com/hc-middleware/redis-cluster-operator/bench/internal/formbench"
 	"github.com/hc-middleware/redis-cluster-operator/redis"
-	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
 )
 
 func main() {
@@ -32,7 +30,7 @@ func main() {
 	flag.Parse()
 
 	methods := []method{
-		{"redis-cli", func(ctx context.Context, addrs []string) error { return createWithRedisCli(ctx, *redisCli, addrs) }},
+		{"redis-cli", formbench.RedisCli(*redisCli)},
 		{"operator", createWithBootstrap},
 	}
 	results := map[string][]result{}
@@ -50,7 +48,7 @@ func main() {
 			}
 			results[m.name] = append(results[m.name], res)
 			fmt.Printf("round %d  %-9s  ok on all nodes %7.3fs   all agree %7.3fs\n", r, m.name,
-				res.ok.Seconds(), res.agreed.Seconds())
+				res.OK.Seconds(), res.Agreed.Seconds())
 		}
 	}
 	report(results)
@@ -58,87 +56,20 @@ func main() {
 
 type method struct {
 	name   string
-	create func(ctx context.Context, addrs []string) error
+	create formbench.CreateFunc
 }
 
-type result struct{ ok, agreed time.Duration }
+type result = formbench.Result
 
 func measure(m method, nodeTimeout, poll, delay time.Duration) (result, error) {
-	dir, err := os.MkdirTemp("", "bench-bootstrap-")
-	if err != nil {
-		return result{}, err
-	}
-	defer os.RemoveAll(dir)
-	servers, err := redistest.StartServers(dir, 6, redistest.Config{NodeTimeout: nodeTimeout})
-	if err != nil {
-		return result{}, err
-	}
-	defer redistest.StopAll(servers)
-	addrs := redistest.Addrs(servers)
-	members := make([]redis.Member, len(addrs))
-	for i, a := range addrs {
-		members[i] = redis.Member{Pod: fmt.Sprintf("bench-%d", i), Addr: a}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-
-	time.Sleep(delay)
-	start := time.Now()
-	created := make(chan error, 1)
-	go func() { created <- m.create(ctx, addrs) }()
-
-	observer := redis.NewFactory(redis.Options{})
-	defer observer.Close()
-	var res result
-	for res.ok == 0 || res.agreed == 0 {
-		st, err := redis.Observe(ctx, observer, members)
-		if err != nil {
-			return result{}, fmt.Errorf("failed to observe: %w (elapsed %v)", err, time.Since(start))
-		}
-		now := time.Since(start)
-		if res.ok == 0 && st.ClusterOK() {
-			res.ok = now
-		}
-		if res.agreed == 0 && st.AllMet() && st.Agreed() && st.AllSlotsCovered() &&
-			st.Masters() == 3 && st.MastersHaveReplicas(1) {
-			res.agreed = now
-		}
-		time.Sleep(poll)
-	}
-	if err := <-created; err != nil {
-		return result{}, fmt.Errorf("failed to create the cluster: %w", err)
-	}
-	return res, nil
-}
-
-func createWithRedisCli(ctx context.Context, bin string, addrs []string) error {
-	args := append([]string{"--cluster", "create"}, addrs...)
-	args = append(args, "--cluster-replicas", "1", "--cluster-yes")
-	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("redis-cli: %w: %s", err, out)
-	}
-	return nil
+	return formbench.Fresh(context.Background(), m.create, nodeTimeout, poll, delay)
 }
 
 func createWithBootstrap(ctx context.Context, addrs []string) error {
-	members := make([]redis.Member, len(addrs))
-	for i, a := range addrs {
-		members[i] = redis.Member{Pod: fmt.Sprintf("bench-%d", i), Addr: a}
-	}
 	f := redis.NewFactory(redis.Options{})
 	defer f.Close()
-	_, err := redis.Bootstrap(ctx, f, members, 3, 1)
+	_, err := redis.Bootstrap(ctx, f, formbench.Members(addrs), 3, 1)
 	return err
-}
-
-func median(ds []time.Duration) time.Duration {
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 func report(results map[string][]result) {
@@ -146,14 +77,14 @@ func report(results map[string][]result) {
 	for name, rs := range results {
 		var oks, ags []time.Duration
 		for _, r := range rs {
-			oks, ags = append(oks, r.ok), append(ags, r.agreed)
+			oks, ags = append(oks, r.OK), append(ags, r.Agreed)
 		}
-		med[name] = result{median(oks), median(ags)}
+		med[name] = result{OK: formbench.Median(oks), Agreed: formbench.Median(ags)}
 	}
 	cli, ours := med["redis-cli"], med["operator"]
 	fmt.Printf("\nmedian of %d rounds      ok on all nodes   all agree\n", len(results["operator"]))
-	fmt.Printf("redis-cli                %13.3fs %10.3fs\n", cli.ok.Seconds(), cli.agreed.Seconds())
-	fmt.Printf("operator Bootstrap       %13.3fs %10.3fs\n", ours.ok.Seconds(), ours.agreed.Seconds())
+	fmt.Printf("redis-cli                %13.3fs %10.3fs\n", cli.OK.Seconds(), cli.Agreed.Seconds())
+	fmt.Printf("operator Bootstrap       %13.3fs %10.3fs\n", ours.OK.Seconds(), ours.Agreed.Seconds())
 	fmt.Printf("ratio operator/redis-cli %13.2f  %10.2f\n",
-		ours.ok.Seconds()/cli.ok.Seconds(), ours.agreed.Seconds()/cli.agreed.Seconds())
+		ours.OK.Seconds()/cli.OK.Seconds(), ours.Agreed.Seconds()/cli.Agreed.Seconds())
 }
