@@ -1,0 +1,137 @@
+// Command operator measures how fast the whole operator forms the demo RedisCluster (6 pods,
+// 3 masters, 1 replica each) on the devcluster, beside `redis-cli --cluster create
+// --cluster-replicas 1` on 6 fresh redis-server processes, in the same run.
+//
+// For the operator, times are taken from T0, the moment this program sees the last of the 6
+// pods become Ready (the Ready condition's lastTransitionTime has only 1 s resolution): until
+// cluster_state ok on every node, until every node agrees on nodes and slots (read by pod IP
+// with the same poller as bench/bootstrap), and until status.phase is Running. For redis-cli,
+// from the moment every process accepts connections.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/hc-middleware/redis-cluster-operator/bench/internal/formbench"
+	"github.com/hc-middleware/redis-cluster-operator/test/e2e/framework"
+)
+
+const crdName = "redisclusters.redis.middleware.hc.cn"
+
+func main() {
+	rounds := flag.Int("rounds", 3, "rounds; each forms the demo cluster with the operator and one with redis-cli")
+	poll := flag.Duration("poll", 10*time.Millisecond, "how often the Redis nodes are read")
+	nodeTimeout := flag.Duration("node-timeout", 5*time.Second,
+		"cluster-node-timeout of the redis-cli side's servers; the operator's templates/configmap.cue sets 5000")
+	redisCli := flag.String("redis-cli", "/usr/bin/redis-cli", "redis-cli binary")
+	flag.Parse()
+
+	// Ctrl-C cancels the run, and the deferred stops (operator, devcluster) still happen.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *rounds, *poll, *nodeTimeout, formbench.RedisCli(*redisCli)); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/operator:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, rounds int, poll, nodeTimeout time.Duration, redisCli formbench.CreateFunc) (err error) {
+	s, err := framework.Up()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if derr := s.Down(); derr != nil && err == nil {
+			err = derr
+		}
+	}()
+	if err := installCRD(ctx, s); err != nil {
+		return err
+	}
+	op, err := s.StartOperator("--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	defer op.Stop()
+	fmt.Printf("operator pid %d, logs in %s\n", op.PID(), op.Logs)
+
+	sample := filepath.Join(s.Root, "config", "samples", "redis_v1alpha1_rediscluster.yaml")
+	var ops []operatorResult
+	var clis []formbench.Result
+	for r := 1; r <= rounds; r++ {
+		ns := fmt.Sprintf("bench-operator-%d-%d", time.Now().Unix(), r)
+		operatorSide := func() error {
+			res, err := operatorRound(ctx, s, sample, ns, poll)
+			if err != nil {
+				return fmt.Errorf("round %d operator: %w (operator logs: %s)", r, err, op.Logs)
+			}
+			ops = append(ops, res)
+			fmt.Printf("round %d  operator   ok on all nodes %7.3fs   all agree %7.3fs   Running %7.3fs   (pods Ready %.1fs after apply)\n",
+				r, res.OK.Seconds(), res.Agreed.Seconds(), res.Running.Seconds(), res.PodsReady.Seconds())
+			return nil
+		}
+		cliSide := func() error {
+			res, err := formbench.Fresh(ctx, redisCli, nodeTimeout, poll, 0)
+			if err != nil {
+				return fmt.Errorf("round %d redis-cli: %w", r, err)
+			}
+			clis = append(clis, res)
+			fmt.Printf("round %d  redis-cli  ok on all nodes %7.3fs   all agree %7.3fs\n", r, res.OK.Seconds(), res.Agreed.Seconds())
+			return nil
+		}
+		// Alternate who goes first so neither always runs on a warmer machine.
+		sides := []func() error{operatorSide, cliSide}
+		if r%2 == 0 {
+			sides[0], sides[1] = sides[1], sides[0]
+		}
+		for _, side := range sides {
+			if err := side(); err != nil {
+				return err
+			}
+		}
+	}
+	report(ops, clis)
+	return nil
+}
+
+// installCRD applies the CRD and retries `kubectl wait` until it is established (a wait
+// issued right after the apply can fail before the API server has the object).
+func installCRD(ctx context.Context, s *framework.Stack) error {
+	if _, err := s.Kubectl("apply", "--server-side", "-f", filepath.Join(s.Root, "config", "crd", "bases")); err != nil {
+		return fmt.Errorf("failed to install the CRD: %w", err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, err := s.Kubectl("wait", "--for", "condition=established", "crd/"+crdName, "--timeout", "10s")
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("failed to see the CRD established: %w", err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func report(ops []operatorResult, clis []formbench.Result) {
+	var ook, oag, orun, cok, cag []time.Duration
+	for _, r := range ops {
+		ook, oag, orun = append(ook, r.OK), append(oag, r.Agreed), append(orun, r.Running)
+	}
+	for _, r := range clis {
+		cok, cag = append(cok, r.OK), append(cag, r.Agreed)
+	}
+	o := formbench.Result{OK: formbench.Median(ook), Agreed: formbench.Median(oag)}
+	c := formbench.Result{OK: formbench.Median(cok), Agreed: formbench.Median(cag)}
+	fmt.Printf("\nmedian of %d rounds                 ok on all nodes   all agree   phase Running\n", len(ops))
+	fmt.Printf("operator (from all pods Ready)      %13.3fs %10.3fs %14.3fs\n", o.OK.Seconds(), o.Agreed.Seconds(), formbench.Median(orun).Seconds())
+	fmt.Printf("redis-cli (from processes accept)   %13.3fs %10.3fs\n", c.OK.Seconds(), c.Agreed.Seconds())
+	fmt.Printf("ratio operator/redis-cli            %13.2f  %10.2f\n", o.OK.Seconds()/c.OK.Seconds(), o.Agreed.Seconds()/c.Agreed.Seconds())
+}
