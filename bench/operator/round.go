@@ -188,8 +188,9 @@ func members(seen map[string]*corev1.Pod) []redis.Member {
 	return out
 }
 
-// waitPodsGone waits until the namespace has no pod left, so the next round starts on an
-// idle machine.
+// waitPodsGone waits until the namespace has no pod and no RedisCluster left: the next round
+// starts on an idle machine, and the operator, still running, has removed its finalizer, so
+// the namespace does not stay Terminating once the operator is stopped.
 func waitPodsGone(ctx context.Context, s *framework.Stack, ns string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
@@ -197,18 +198,27 @@ func waitPodsGone(ctx context.Context, s *framework.Stack, ns string) error {
 	if err != nil {
 		return fmt.Errorf("failed to create a clientset: %w", err)
 	}
+	cfg, err := s.RESTConfig()
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("failed to create a dynamic client: %w", err)
+	}
+	left := "unknown"
 	for {
-		list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err == nil && len(list.Items) == 0 {
-			return nil
+		podList, perr := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		rcList, rerr := dyn.Resource(redisClusters).Namespace(ns).List(ctx, metav1.ListOptions{})
+		if perr == nil && rerr == nil {
+			if len(podList.Items) == 0 && len(rcList.Items) == 0 {
+				return nil
+			}
+			left = fmt.Sprintf("%d pods, %d redisclusters", len(podList.Items), len(rcList.Items))
 		}
 		select {
 		case <-ctx.Done():
-			n := -1
-			if list != nil {
-				n = len(list.Items)
-			}
-			return fmt.Errorf("pods of namespace %s not gone (%d left, last error %v): %w", ns, n, err, ctx.Err())
+			return fmt.Errorf("namespace %s not emptied (%s left): %w", ns, left, ctx.Err())
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
