@@ -38,7 +38,8 @@ func (r *Reconciler) act(ctx context.Context, s *scope) (ctrl.Result, error) {
 		return ctrl.Result{}, nil
 	case s.specErr != nil:
 		r.warnOnce(s, ReasonInvalidSpec, s.specErr.Error())
-		return ctrl.Result{}, nil
+		// The Secret or ConfigMap a spec names is not watched: look again in a while.
+		return ctrl.Result{RequeueAfter: requeueFailed}, nil
 	}
 	if applied, err := r.applyObjects(ctx, s); err != nil {
 		return ctrl.Result{}, err
@@ -78,6 +79,16 @@ func (r *Reconciler) reconcileBootstrap(ctx context.Context, s *scope) (ctrl.Res
 		s.reason = fmt.Sprintf("%d/%d pods ready", s.readyPods(), s.desiredReplicas())
 		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
 	}
+	if s.redis == nil || !s.redis.AllReachable() {
+		// Pods are Ready but Redis does not answer (a wrong password, a network policy):
+		// the bootstrap would only spin; say which pods and look again soon.
+		unreachable := []string{"all"}
+		if s.redis != nil {
+			unreachable = s.redis.Unreachable()
+		}
+		r.warnOnce(s, ReasonRedisError, fmt.Sprintf("Redis does not answer on pods %s", strings.Join(unreachable, ", ")))
+		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
+	}
 	rc := s.cluster
 	f := r.redis.factory(client.ObjectKeyFromObject(rc), s.password)
 	bctx, cancel := context.WithTimeout(ctx, bootstrapBudget)
@@ -87,7 +98,7 @@ func (r *Reconciler) reconcileBootstrap(ctx context.Context, s *scope) (ctrl.Res
 	r.recordActions(s, p.Actions)
 	switch {
 	case errors.Is(err, redis.ErrRefused):
-		r.Recorder.Event(rc, corev1.EventTypeWarning, ReasonRedisError, err.Error())
+		r.warnOnce(s, ReasonRedisError, err.Error())
 		return ctrl.Result{RequeueAfter: requeueFailed}, r.redecide(s, err)
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 		s.reason = "Bootstrap in progress: " + p.Phase

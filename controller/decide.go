@@ -74,10 +74,19 @@ func (r *Reconciler) observation(s *scope) fsm.Observation {
 		// only down, with a replica to promote, is not broken.
 		o.Broken = len(st.LostSlots()) > 0
 	}
-	if phase := fsm.Phase(rc.Status.Phase); o.DesiredReplicas != o.ObservedReplicas && (phase == fsm.Scaling || phase == fsm.Failed && formedOnce(&rc.Status)) {
-		o.CannotProceed = true
-		o.CannotProceedMessage = fmt.Sprintf("spec.replicas: changing a formed cluster from %d to %d instances needs slot migration, which this operator version does not do yet; the StatefulSet keeps its size and no key is moved. Set spec.replicas back to %d to recover",
-			o.ObservedReplicas, o.DesiredReplicas, o.ObservedReplicas)
+	// A formed cluster is neither resized nor rolled until slot migration and failover
+	// before restart exist (holdFormedStatefulSet keeps the StatefulSet as it is): say so,
+	// and let the operation fail rather than pretend to make progress.
+	if phase := fsm.Phase(rc.Status.Phase); formedOnce(&rc.Status) && (phase == fsm.Scaling || phase == fsm.Upgrading || phase == fsm.Failed) {
+		switch {
+		case o.DesiredReplicas != o.ObservedReplicas:
+			o.CannotProceed = true
+			o.CannotProceedMessage = fmt.Sprintf("spec.replicas: changing a formed cluster from %d to %d instances needs slot migration, which this operator version does not do yet; the StatefulSet keeps its size and no key is moved. Set spec.replicas back to %d to recover",
+				o.ObservedReplicas, o.DesiredReplicas, o.ObservedReplicas)
+		case s.templateChanged:
+			o.CannotProceed = true
+			o.CannotProceedMessage = "spec.pod/spec.version: restarting the pods of a formed cluster with a new template needs each master failed over to its replica first, which this operator version does not do yet; the StatefulSet keeps its template and no pod is restarted. Set the spec (or the user ConfigMap) back to recover"
+		}
 	}
 	return o
 }

@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,7 +27,8 @@ const podsGonePollInterval = 2 * time.Second
 // lives. It returns true when it wrote the CR, so the reconcile starts again from the
 // server's copy.
 func (r *Reconciler) reconcileFinalizer(ctx context.Context, rc *redisv1alpha1.RedisCluster) (bool, error) {
-	if !rc.DeletionTimestamp.IsZero() {
+	if !rc.DeletionTimestamp.IsZero() || rc.Spec.Pause {
+		// While paused the operator writes nothing but the status, not even its finalizer.
 		return false, nil
 	}
 	want := rc.Spec.Finalizers == "foreground"
@@ -34,7 +36,9 @@ func (r *Reconciler) reconcileFinalizer(ctx context.Context, rc *redisv1alpha1.R
 	if want == has {
 		return false, nil
 	}
-	patch := client.MergeFrom(rc.DeepCopy())
+	// The lock keeps a stale cached CR from dropping another controller's finalizer: a
+	// merge patch replaces the whole list.
+	patch := client.MergeFromWithOptions(rc.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	if want {
 		controllerutil.AddFinalizer(rc, ForegroundFinalizer)
 	} else {
@@ -47,31 +51,52 @@ func (r *Reconciler) reconcileFinalizer(ctx context.Context, rc *redisv1alpha1.R
 }
 
 // reconcileDeletion runs while the CR has a deletionTimestamp and our finalizer: it
-// deletes the StatefulSet in the foreground and lets the CR go only once no pod of the
-// cluster is left. Without the finalizer, owner references let the garbage collector do it.
+// deletes the StatefulSet in the foreground and lets the CR go only once neither the
+// StatefulSet nor any pod of the cluster is left. Without the finalizer, owner references
+// let the garbage collector do it.
 func (r *Reconciler) reconcileDeletion(ctx context.Context, s *scope) (ctrl.Result, error) {
 	rc := s.cluster
 	if !controllerutil.ContainsFinalizer(rc, ForegroundFinalizer) {
 		return ctrl.Result{}, nil
 	}
-	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: rc.Namespace, Name: rc.Name}}
-	if err := r.Client.Delete(ctx, sts, client.PropagationPolicy(metav1.DeletePropagationForeground)); client.IgnoreNotFound(err) != nil {
-		return ctrl.Result{}, fmt.Errorf("failed to delete StatefulSet %s: %w", rc.Name, err)
+	if controllerutil.ContainsFinalizer(rc, metav1.FinalizerOrphanDependents) {
+		// `kubectl delete --cascade=orphan`: the user keeps the pods; only let the CR go.
+		return ctrl.Result{}, r.releaseFinalizer(ctx, s, "The RedisCluster is released; its StatefulSet and pods are orphaned as asked")
+	}
+	// Read from the API server, not the cache: releasing the CR on a cache that has not
+	// seen a pod yet would let the CR go before that pod.
+	sts := &appsv1.StatefulSet{}
+	stsErr := r.APIReader.Get(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: rc.Name}, sts)
+	stsGone := apierrors.IsNotFound(stsErr)
+	switch {
+	case stsErr != nil && !stsGone:
+		return ctrl.Result{}, fmt.Errorf("failed to get StatefulSet %s: %w", rc.Name, stsErr)
+	case !stsGone && sts.DeletionTimestamp.IsZero():
+		// Foreground: the StatefulSet is gone only once its pods are.
+		if err := r.Client.Delete(ctx, sts, client.PropagationPolicy(metav1.DeletePropagationForeground)); client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to delete StatefulSet %s: %w", rc.Name, err)
+		}
 	}
 	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(rc.Namespace), client.MatchingLabels(selectorLabels(rc.Name))); err != nil {
+	if err := r.APIReader.List(ctx, pods, client.InNamespace(rc.Namespace), client.MatchingLabels(selectorLabels(rc.Name))); err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to list pods of %s: %w", rc.Name, err)
 	}
-	if len(pods.Items) > 0 {
-		s.reason = fmt.Sprintf("Waiting for %d pod(s) to terminate before the RedisCluster is removed", len(pods.Items))
+	if !stsGone || len(pods.Items) > 0 {
+		s.reason = fmt.Sprintf("Waiting for %d pod(s) and the StatefulSet to go before the RedisCluster is removed", len(pods.Items))
 		return ctrl.Result{RequeueAfter: podsGonePollInterval}, nil
 	}
-	patch := client.MergeFrom(rc.DeepCopy())
+	return ctrl.Result{}, r.releaseFinalizer(ctx, s, "All Redis pods are gone; the RedisCluster is released")
+}
+
+// releaseFinalizer removes the foreground finalizer so the CR can go.
+func (r *Reconciler) releaseFinalizer(ctx context.Context, s *scope, msg string) error {
+	rc := s.cluster
+	patch := client.MergeFromWithOptions(rc.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(rc, ForegroundFinalizer)
 	if err := r.Client.Patch(ctx, rc, patch); client.IgnoreNotFound(err) != nil {
-		return ctrl.Result{}, fmt.Errorf("failed to remove finalizer of RedisCluster %s: %w", rc.Name, err)
+		return fmt.Errorf("failed to remove finalizer of RedisCluster %s: %w", rc.Name, err)
 	}
-	r.Recorder.Event(rc, corev1.EventTypeNormal, ReasonDeleted, "All Redis pods are gone; the RedisCluster is released")
+	r.Recorder.Event(rc, corev1.EventTypeNormal, ReasonDeleted, msg)
 	s.released = true
-	return ctrl.Result{}, nil
+	return nil
 }

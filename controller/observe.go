@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/hc-middleware/redis-cluster-operator/fsm"
 	"github.com/hc-middleware/redis-cluster-operator/redis"
 )
 
@@ -97,7 +96,10 @@ func (r *Reconciler) observeKubernetes(ctx context.Context, s *scope) error {
 	}
 	s.pods = podsByOrdinal(rc.Name, pods.Items)
 	s.members = members(s.pods)
-	holdStatefulSetSize(s)
+	if err := r.compareTemplate(s); err != nil {
+		return err
+	}
+	holdFormedStatefulSet(s)
 	for _, desired := range s.rendered {
 		setOwner(desired, rc)
 		live, err := r.liveObject(ctx, desired)
@@ -112,33 +114,63 @@ func (r *Reconciler) observeKubernetes(ctx context.Context, s *scope) error {
 		if err != nil {
 			return err
 		}
-		if same {
-			continue
-		}
-		s.stale = append(s.stale, desired)
-		if desired.GetKind() == "StatefulSet" {
-			if s.templateChanged, err = podTemplateDiffers(live, desired); err != nil {
-				return err
-			}
+		if !same {
+			s.stale = append(s.stale, desired)
 		}
 	}
 	return nil
 }
 
-// holdStatefulSetSize keeps a formed cluster's StatefulSet at its current size: growing
-// or shrinking it is the Scaling phase's job, which must move slots first, so no apply
-// ever removes a pod that still holds slots.
-func holdStatefulSetSize(s *scope) {
-	switch fsm.Phase(s.cluster.Status.Phase) {
-	case fsm.None, "", fsm.Creating:
+// compareTemplate sets s.templateChanged when the rendered pod template differs from the
+// one last applied, before holdFormedStatefulSet puts the applied one back.
+func (r *Reconciler) compareTemplate(s *scope) error {
+	if s.statefulSet == nil {
+		return nil
+	}
+	for _, desired := range s.rendered {
+		if desired.GetKind() != "StatefulSet" {
+			continue
+		}
+		changed, err := podTemplateDiffers(s.statefulSet, desired)
+		if err != nil {
+			return err
+		}
+		s.templateChanged = changed
+	}
+	return nil
+}
+
+// holdFormedStatefulSet keeps a formed cluster's StatefulSet at its applied size and pod
+// template. Resizing must move slots first (Scaling) and restarting pods must fail each
+// master over first (Upgrading); until the operator does both, applying a new size or
+// template could drop a pod that holds slots or restart every master in turn with no
+// failover, so the StatefulSet is left as it is and the phase machine says why.
+func holdFormedStatefulSet(s *scope) {
+	if !formedOnce(&s.cluster.Status) || s.statefulSet == nil || s.statefulSet.Spec.Replicas == nil {
 		return
 	}
-	if s.statefulSet == nil || s.statefulSet.Spec.Replicas == nil {
+	owned, err := extractOwned(s.statefulSet)
+	if err != nil {
 		return
 	}
+	appliedTemplate, found, _ := unstructured.NestedFieldCopy(owned, "spec", "template")
+	kept := s.rendered[:0]
 	for _, obj := range s.rendered {
-		if obj.GetKind() == "StatefulSet" {
-			_ = unstructured.SetNestedField(obj.Object, int64(*s.statefulSet.Spec.Replicas), "spec", "replicas")
+		// The ConfigMap feeds the pod template (its hash is a template annotation): while
+		// the template is held, so is the configuration a restarted pod would read.
+		if obj.GetKind() == "ConfigMap" && s.templateChanged {
+			continue
+		}
+		kept = append(kept, obj)
+	}
+	s.rendered = kept
+	for _, obj := range s.rendered {
+		if obj.GetKind() != "StatefulSet" {
+			continue
+		}
+		_ = unstructured.SetNestedField(obj.Object, int64(*s.statefulSet.Spec.Replicas), "spec", "replicas")
+		if found {
+			_ = unstructured.SetNestedField(obj.Object, appliedTemplate, "spec", "template")
 		}
 	}
 }
@@ -166,6 +198,11 @@ func (r *Reconciler) observeRedis(ctx context.Context, s *scope) {
 		return
 	}
 	f := r.redis.factory(client.ObjectKeyFromObject(s.cluster), s.password)
+	addrs := make([]string, len(s.members))
+	for i, m := range s.members {
+		addrs[i] = m.Addr
+	}
+	f.Retain(addrs)
 	st, err := redis.Observe(ctx, f, s.members)
 	if err != nil {
 		s.redisErr = err

@@ -173,20 +173,117 @@ func TestPauseFreezesEverything(t *testing.T) {
 	rc := newCluster(newNamespace(t), 6)
 	rc.Spec.Pause = true
 	g.Expect(apiClient.Create(ctx, rc)).To(Succeed())
-	h.reconcile(rc) // finalizer
-	h.writes()
+	h.reconcile(rc)
 	h.reconcile(rc)
 	got := get(t, rc)
 	g.Expect(got.Status.Phase).To(Equal(redisv1alpha1.PhaseNone))
 	g.Expect(got.Status.Reason).To(ContainSubstring("spec.pause is true"))
+	g.Expect(got.Finalizers).To(BeEmpty(), "not even the finalizer is written while paused")
 	g.Expect(apiClient.Get(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: "demo"}, &appsv1.StatefulSet{})).NotTo(Succeed())
-	g.Expect(h.writes()).To(ConsistOf(ContainSubstring("patch/status")))
+	g.Expect(h.writes()).To(ConsistOf(ContainSubstring("patch/status")), "the status is the only write")
 
 	got.Spec.Pause = false
 	g.Expect(apiClient.Update(ctx, got)).To(Succeed())
+	h.reconcile(rc) // finalizer
 	h.reconcile(rc)
 	g.Expect(get(t, rc).Status.Phase).To(Equal(redisv1alpha1.PhaseCreating))
+	g.Expect(get(t, rc).Finalizers).To(ContainElement(ForegroundFinalizer))
 	g.Expect(apiClient.Get(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: "demo"}, &appsv1.StatefulSet{})).To(Succeed())
+}
+
+// formCluster creates a 6-instance cluster on real redis-servers and reconciles it to Running.
+func formCluster(t *testing.T, h *harness) *redisv1alpha1.RedisCluster {
+	t.Helper()
+	rc := newCluster(newNamespace(t), 6)
+	if err := apiClient.Create(context.Background(), rc); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile(rc)
+	h.reconcile(rc)
+	startPods(t, rc, redistest.Start(t, 6, redistest.Config{}))
+	h.reconcileUntil(rc, redisv1alpha1.PhaseRunning, 20)
+	h.reconcile(rc)
+	h.writes()
+	h.redis.Reset()
+	return rc
+}
+
+// update edits the cluster's spec on the server.
+func update(t *testing.T, rc *redisv1alpha1.RedisCluster, edit func(*redisv1alpha1.RedisClusterSpec)) {
+	t.Helper()
+	got := get(t, rc)
+	edit(&got.Spec)
+	if err := apiClient.Update(context.Background(), got); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func liveStatefulSet(t *testing.T, rc *redisv1alpha1.RedisCluster) *appsv1.StatefulSet {
+	t.Helper()
+	sts := &appsv1.StatefulSet{}
+	if err := apiClient.Get(context.Background(), client.ObjectKey{Namespace: rc.Namespace, Name: rc.Name}, sts); err != nil {
+		t.Fatal(err)
+	}
+	return sts
+}
+
+func TestPausedFormedClusterWritesNothingButItsStatus(t *testing.T) {
+	g := NewWithT(t)
+	h := newHarness(t)
+	rc := formCluster(t, h)
+	before := liveStatefulSet(t, rc)
+
+	update(t, rc, func(s *redisv1alpha1.RedisClusterSpec) { s.Pause = true; s.Version = "7.4"; s.Replicas = 8 })
+	for i := 0; i < 3; i++ {
+		h.reconcile(rc)
+	}
+	got := get(t, rc)
+	g.Expect(got.Status.Phase).To(Equal(redisv1alpha1.PhaseRunning))
+	g.Expect(got.Status.Reason).To(ContainSubstring("spec.pause is true"))
+	g.Expect(h.writes()).To(HaveEach(ContainSubstring("patch/status")))
+	g.Expect(h.redis.WriteNames()).To(BeEmpty())
+	g.Expect(liveStatefulSet(t, rc).ResourceVersion).To(Equal(before.ResourceVersion))
+}
+
+func TestFormedClusterRefusesResizeAndRestartWithoutLosingAnything(t *testing.T) {
+	g := NewWithT(t)
+	h := newHarness(t)
+	rc := formCluster(t, h)
+	before := liveStatefulSet(t, rc)
+	cm := &corev1.ConfigMap{}
+	g.Expect(apiClient.Get(context.Background(), client.ObjectKey{Namespace: rc.Namespace, Name: "demo-config"}, cm)).To(Succeed())
+
+	// A new version would roll every pod with no failover: refused, nothing restarts.
+	update(t, rc, func(s *redisv1alpha1.RedisClusterSpec) {
+		s.Version = "7.4"
+		s.Pod = []redisv1alpha1.RedisPodTemplate{{Env: []corev1.EnvVar{{Name: "MAXMEMORY", Value: "32mb"}}}}
+	})
+	got := h.reconcileUntil(rc, redisv1alpha1.PhaseFailed, 5)
+	g.Expect(got.Status.Reason).To(ContainSubstring("needs each master failed over"))
+	sts := liveStatefulSet(t, rc)
+	g.Expect(sts.Spec.Template.Spec.Containers[0].Image).To(Equal(before.Spec.Template.Spec.Containers[0].Image))
+	g.Expect(sts.ResourceVersion).To(Equal(before.ResourceVersion))
+	cmAfter := &corev1.ConfigMap{}
+	g.Expect(apiClient.Get(context.Background(), client.ObjectKey{Namespace: rc.Namespace, Name: "demo-config"}, cmAfter)).To(Succeed())
+	g.Expect(cmAfter.ResourceVersion).To(Equal(cm.ResourceVersion), "the configuration a restarted pod reads is held too")
+	g.Expect(h.redis.WriteNames()).To(BeEmpty())
+	g.Expect(h.events()).To(ContainElement(ContainSubstring("Upgrading -> Failed")))
+
+	// Set back: the cluster recovers to Running.
+	update(t, rc, func(s *redisv1alpha1.RedisClusterSpec) { s.Version = "7.2"; s.Pod = nil })
+	h.reconcileUntil(rc, redisv1alpha1.PhaseRunning, 5)
+
+	// More instances would need slot migration: refused, the StatefulSet keeps its size.
+	update(t, rc, func(s *redisv1alpha1.RedisClusterSpec) { s.Replicas = 9 })
+	got = h.reconcileUntil(rc, redisv1alpha1.PhaseFailed, 5)
+	g.Expect(got.Status.Reason).To(ContainSubstring("spec.replicas: changing a formed cluster from 6 to 9"))
+	g.Expect(*liveStatefulSet(t, rc).Spec.Replicas).To(BeEquivalentTo(6))
+	g.Expect(h.redis.WriteNames()).To(BeEmpty())
+	h.reconcile(rc)
+	g.Expect(get(t, rc).Status.Reason).To(ContainSubstring("changing a formed cluster from 6 to 9"), "Failed keeps saying why")
+
+	update(t, rc, func(s *redisv1alpha1.RedisClusterSpec) { s.Replicas = 6 })
+	h.reconcileUntil(rc, redisv1alpha1.PhaseRunning, 5)
 }
 
 func TestForegroundDeletionWaitsForPods(t *testing.T) {
@@ -205,6 +302,9 @@ func TestForegroundDeletionWaitsForPods(t *testing.T) {
 	got := get(t, rc)
 	g.Expect(got.Status.Phase).To(Equal(redisv1alpha1.PhaseDeleting))
 	g.Expect(got.Status.Reason).To(ContainSubstring("Waiting for 6 pod(s)"))
+	sts := liveStatefulSet(t, rc)
+	g.Expect(sts.DeletionTimestamp).NotTo(BeNil(), "the StatefulSet is being deleted")
+	g.Expect(sts.Finalizers).To(ContainElement(metav1.FinalizerDeleteDependents), "in the foreground")
 
 	// The pods go (here by hand: envtest has no StatefulSet controller); then the CR goes.
 	g.Expect(apiClient.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(rc.Namespace), client.GracePeriodSeconds(0))).To(Succeed())
@@ -214,7 +314,34 @@ func TestForegroundDeletionWaitsForPods(t *testing.T) {
 		return len(pods.Items)
 	}).Should(BeZero())
 	h.reconcile(rc)
+	g.Expect(apiClient.Get(ctx, client.ObjectKeyFromObject(rc), &redisv1alpha1.RedisCluster{})).To(Succeed(),
+		"the StatefulSet is still there, so is the RedisCluster")
+	// The garbage collector would now remove the StatefulSet; envtest has none, so do it here.
+	sts = liveStatefulSet(t, rc)
+	sts.Finalizers = nil
+	g.Expect(apiClient.Update(ctx, sts)).To(Succeed())
+	h.reconcile(rc)
 	err := apiClient.Get(ctx, client.ObjectKeyFromObject(rc), &redisv1alpha1.RedisCluster{})
 	g.Expect(client.IgnoreNotFound(err)).To(Succeed())
 	g.Expect(err).To(HaveOccurred(), "the RedisCluster is gone")
+}
+
+func TestOrphanDeletionKeepsThePods(t *testing.T) {
+	g := NewWithT(t)
+	h := newHarness(t)
+	ctx := context.Background()
+	rc := newCluster(newNamespace(t), 6)
+	g.Expect(apiClient.Create(ctx, rc)).To(Succeed())
+	h.reconcile(rc)
+	h.reconcile(rc)
+
+	// kubectl delete --cascade=orphan
+	g.Expect(apiClient.Delete(ctx, get(t, rc), client.PropagationPolicy(metav1.DeletePropagationOrphan))).To(Succeed())
+	h.reconcile(rc)
+	got := &redisv1alpha1.RedisCluster{}
+	if err := apiClient.Get(ctx, client.ObjectKeyFromObject(rc), got); err == nil {
+		// envtest has no garbage collector to finish the orphaning; ours must be gone.
+		g.Expect(got.Finalizers).NotTo(ContainElement(ForegroundFinalizer))
+	}
+	g.Expect(liveStatefulSet(t, rc).DeletionTimestamp).To(BeNil(), "the StatefulSet is left alone")
 }

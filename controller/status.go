@@ -42,7 +42,9 @@ const (
 
 // writeStatus computes the status from the scope and patches it when it changed.
 func (r *Reconciler) writeStatus(ctx context.Context, s *scope, reconcileErr error) error {
-	if s.released {
+	if s.released || s.decision.Phase == "" {
+		// Released: the CR is going. No decision: observing failed, and a status computed
+		// from half an observation would be wrong; the error is retried instead.
 		return nil
 	}
 	status := computeStatus(s, reconcileErr == nil)
@@ -80,7 +82,8 @@ func computeStatus(s *scope, succeeded bool) redisv1alpha1.RedisClusterStatus {
 		st.Masters = int32(s.redis.Masters())
 	}
 	st.Conditions = instanceConditions(s)
-	if succeeded {
+	if succeeded && !rc.Spec.Pause && s.specErr == nil {
+		// Only a spec the operator acted on counts as observed.
 		st.ObservedGeneration = rc.Generation
 	}
 	setClusterConditions(&st, s)

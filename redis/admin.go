@@ -34,6 +34,9 @@ type Admin interface {
 // Factory hands out an Admin per node address, reusing one pooled client per address.
 type Factory interface {
 	For(addr string) Admin
+	// Retain closes the clients of every address not in addrs: pods come back with new
+	// addresses, and the old addresses' pools must not pile up.
+	Retain(addrs []string)
 	// Close closes every client the factory made.
 	Close() error
 }
@@ -95,6 +98,21 @@ func (f *factory) For(addr string) Admin {
 		f.clients[addr] = c
 	}
 	return &admin{addr: addr, c: c}
+}
+
+func (f *factory) Retain(addrs []string) {
+	keep := make(map[string]bool, len(addrs))
+	for _, a := range addrs {
+		keep[a] = true
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for addr, c := range f.clients {
+		if !keep[addr] {
+			_ = c.Close()
+			delete(f.clients, addr)
+		}
+	}
 }
 
 func (f *factory) Close() error {
