@@ -16,6 +16,7 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -293,6 +294,26 @@ func TestRedisClusterLifecycle(t *testing.T) {
 		g.Expect(seen).To(ContainElement(HavePrefix("Normal/RedisAction: Replicate")))
 	})
 
+	t.Run("an idle reconcile writes nothing, to the API server or to Redis", func(t *testing.T) {
+		g := NewWithT(t)
+		before := snapshot(ctx, t, ns, name)
+		var bootstrapWrites int64
+		for _, n := range before.redisWrites {
+			bootstrapWrites += n
+		}
+		g.Expect(bootstrapWrites).To(BeNumerically(">", 0), "commandstats shows the bootstrap's writes, so a new one would show")
+		// A metadata-only change wakes the reconciler without asking for anything.
+		u, err := stack.GetRedisCluster(ctx, ns, name)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(kubeClient(t).Patch(ctx, u, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"e2e/poke":"1"}}}`)))).To(Succeed())
+		poked := getCluster(ctx, t, ns, name).ResourceVersion
+		time.Sleep(5 * time.Second)
+		after := snapshot(ctx, t, ns, name)
+		g.Expect(after.cluster).To(Equal(poked), "the status was not rewritten")
+		g.Expect(after.objects).To(Equal(before.objects), "no object was re-applied")
+		g.Expect(after.redisWrites).To(Equal(before.redisWrites), "no Redis write command was sent")
+	})
+
 	t.Run("pause freezes a replicas change until it is lifted", func(t *testing.T) {
 		g := NewWithT(t)
 		patchSpec(ctx, t, ns, name, `{"pause":true}`)
@@ -329,17 +350,26 @@ func TestRedisClusterLifecycle(t *testing.T) {
 		g.Expect(kubeClient(t).Delete(ctx, u)).To(Succeed())
 		sawDeleting := false
 		g.Eventually(func() error {
-			pods, err := stack.Pods(ctx, ns, selectorOf(name))
-			if err != nil {
-				return err
-			}
-			u, err := stack.GetRedisCluster(ctx, ns, name)
-			if err != nil {
-				// The CR is gone: no pod may be left behind it.
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(framework.RedisClusterGVK)
+			getErr := kubeClient(t).Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u)
+			if apierrors.IsNotFound(getErr) {
+				// The CR is gone: no pod may be left behind it (listed after the Get).
+				pods, err := stack.Pods(ctx, ns, selectorOf(name))
+				if err != nil {
+					return err
+				}
 				if len(pods) != 0 {
 					return StopTrying(fmt.Sprintf("the RedisCluster went while %d pods remained", len(pods)))
 				}
 				return nil
+			}
+			if getErr != nil {
+				return getErr
+			}
+			pods, err := stack.Pods(ctx, ns, selectorOf(name))
+			if err != nil {
+				return err
 			}
 			if phase, _, _ := unstructured.NestedString(u.Object, "status", "phase"); phase == "Deleting" {
 				sawDeleting = true
@@ -421,4 +451,52 @@ func TestSeedSampleIsAcceptedAndLeftAlone(t *testing.T) {
 	// Deleting it is honoured even while paused; with no pod, the finalizer goes at once.
 	out, err = stack.Kubectl("delete", "-f", filepath.Join(framework.RepoRoot(), seedSample), "--wait=true", "--timeout=60s")
 	g.Expect(err).NotTo(HaveOccurred(), out)
+}
+
+// state is what an idle reconcile must leave untouched.
+type state struct {
+	cluster     string            // the RedisCluster's resourceVersion
+	objects     map[string]string // kind/name → resourceVersion of the rendered objects
+	redisWrites map[string]int64  // node → calls of write commands (INFO commandstats)
+}
+
+// redisWriteCommands are the commandstats entries of the commands that change a cluster.
+var redisWriteCommands = []string{"cluster|meet", "cluster|addslots", "cluster|addslotsrange", "cluster|delslots",
+	"cluster|replicate", "cluster|setslot", "cluster|forget", "cluster|failover", "cluster|set-config-epoch",
+	"cluster|reset", "migrate", "config|set", "config|rewrite"}
+
+func snapshot(ctx context.Context, t *testing.T, ns, name string) state {
+	t.Helper()
+	st := state{cluster: getCluster(ctx, t, ns, name).ResourceVersion, objects: map[string]string{}, redisWrites: map[string]int64{}}
+	c := kubeClient(t)
+	for key, obj := range map[string]client.Object{
+		"StatefulSet/" + name:           &appsv1.StatefulSet{},
+		"Service/" + name:               &corev1.Service{},
+		"Service/" + name + "-client":   &corev1.Service{},
+		"ConfigMap/" + name + "-config": &corev1.ConfigMap{},
+	} {
+		objName := key[strings.Index(key, "/")+1:]
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: objName}, obj); err != nil {
+			t.Fatal(err)
+		}
+		st.objects[key] = obj.GetResourceVersion()
+	}
+	pods, err := stack.Pods(ctx, ns, selectorOf(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		node := framework.NodeClient(p.Status.PodIP, "")
+		stats := node.Info(ctx, "commandstats").Val()
+		node.Close()
+		for _, line := range strings.Split(stats, "\n") {
+			for _, cmd := range redisWriteCommands {
+				var calls int64
+				if _, err := fmt.Sscanf(strings.TrimSpace(line), "cmdstat_"+cmd+":calls=%d", &calls); err == nil {
+					st.redisWrites[p.Name] += calls
+				}
+			}
+		}
+	}
+	return st
 }
