@@ -20,6 +20,7 @@ import (
 // for Redis poll; a Running cluster is checked for health at a slower pace.
 const (
 	requeueWaiting = 2 * time.Second
+	requeueSoon    = 300 * time.Millisecond
 	requeueRunning = 30 * time.Second
 	requeueFailed  = 10 * time.Second
 	// bootstrapBudget bounds how long one reconcile drives the bootstrap before it hands
@@ -75,18 +76,27 @@ func (r *Reconciler) act(ctx context.Context, s *scope) (ctrl.Result, error) {
 // replicas. It is idempotent (each call plans from what Redis says now), so an operator
 // that died half-way finishes the job after a restart.
 func (r *Reconciler) reconcileBootstrap(ctx context.Context, s *scope) (ctrl.Result, error) {
-	if s.readyPods() < s.desiredReplicas() || len(s.members) < s.desiredReplicas() {
-		s.reason = fmt.Sprintf("%d/%d pods ready", s.readyPods(), s.desiredReplicas())
+	// The bootstrap starts once every pod runs and its Redis answers, without waiting for
+	// the readiness probe: Redis holds a master's cluster_state at fail for up to 5 s after
+	// it gets its slots (the rejoin delay), and that wait then overlaps the probe's initial
+	// delay instead of following it. Running still waits for every pod to be Ready.
+	if up := s.podsUp(); up < s.desiredReplicas() {
+		s.reason = fmt.Sprintf("%d/%d pods running, %d ready", up, s.desiredReplicas(), s.readyPods())
 		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
 	}
 	if s.redis == nil || !s.redis.AllReachable() {
-		// Pods are Ready but Redis does not answer (a wrong password, a network policy):
-		// the bootstrap would only spin; say which pods and look again soon.
 		unreachable := []string{"all"}
 		if s.redis != nil {
 			unreachable = s.redis.Unreachable()
 		}
-		r.warnOnce(s, ReasonRedisError, fmt.Sprintf("Redis does not answer on pods %s", strings.Join(unreachable, ", ")))
+		if s.readyPods() < s.desiredReplicas() {
+			// Just started: Redis opens its port a moment after the pod runs.
+			s.reason = "Waiting for Redis to answer on pods " + strings.Join(unreachable, ", ")
+			return ctrl.Result{RequeueAfter: requeueSoon}, nil
+		}
+		// Ready pods whose Redis does not answer the operator (a wrong password, a network
+		// policy): the bootstrap would only spin; say which pods and look again later.
+		r.warnOnce(s, ReasonRedisError, fmt.Sprintf("Redis does not answer the operator on Ready pods %s", strings.Join(unreachable, ", ")))
 		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
 	}
 	rc := s.cluster

@@ -69,3 +69,14 @@ func (s *scope) readyPods() int {
 	}
 	return n
 }
+
+// podsUp counts the pods of desired ordinals that run, with an address, and are not going.
+func (s *scope) podsUp() int {
+	n := 0
+	for i, p := range s.pods {
+		if i < s.desiredReplicas() && p != nil && p.DeletionTimestamp == nil && p.Status.PodIP != "" && p.Status.Phase == corev1.PodRunning {
+			n++
+		}
+	}
+	return n
+}
