@@ -73,8 +73,8 @@ func run(ctx context.Context, rounds int, poll, nodeTimeout time.Duration, redis
 				return fmt.Errorf("round %d operator: %w (operator logs: %s)", r, err, op.Logs)
 			}
 			ops = append(ops, res)
-			fmt.Printf("round %d  operator   ok on all nodes %7.3fs   all agree %7.3fs   Running %7.3fs   (pods Ready %.1fs after apply)\n",
-				r, res.OK.Seconds(), res.Agreed.Seconds(), res.Running.Seconds(), res.PodsReady.Seconds())
+			fmt.Printf("round %d  operator   ok on all nodes %7.3fs   all agree %7.3fs   Running %7.3fs   (pods Ready %.1fs after apply; from pods running: ok %.3fs, agree %.3fs)\n",
+				r, res.OK.Seconds(), res.Agreed.Seconds(), res.Running.Seconds(), res.PodsReady.Seconds(), res.FromUp.OK.Seconds(), res.FromUp.Agreed.Seconds())
 			return nil
 		}
 		cliSide := func() error {
@@ -121,9 +121,10 @@ func installCRD(ctx context.Context, s *framework.Stack) error {
 }
 
 func report(ops []operatorResult, clis []formbench.Result) {
-	var ook, oag, orun, cok, cag []time.Duration
+	var ook, oag, orun, uok, uag, cok, cag []time.Duration
 	for _, r := range ops {
 		ook, oag, orun = append(ook, r.OK), append(oag, r.Agreed), append(orun, r.Running)
+		uok, uag = append(uok, r.FromUp.OK), append(uag, r.FromUp.Agreed)
 	}
 	for _, r := range clis {
 		cok, cag = append(cok, r.OK), append(cag, r.Agreed)
@@ -131,7 +132,10 @@ func report(ops []operatorResult, clis []formbench.Result) {
 	o := formbench.Result{OK: formbench.Median(ook), Agreed: formbench.Median(oag)}
 	c := formbench.Result{OK: formbench.Median(cok), Agreed: formbench.Median(cag)}
 	fmt.Printf("\nmedian of %d rounds                 ok on all nodes   all agree   phase Running\n", len(ops))
+	u := formbench.Result{OK: formbench.Median(uok), Agreed: formbench.Median(uag)}
 	fmt.Printf("operator (from all pods Ready)      %13.3fs %10.3fs %14.3fs\n", o.OK.Seconds(), o.Agreed.Seconds(), formbench.Median(orun).Seconds())
+	fmt.Printf("operator (from all pods running)    %13.3fs %10.3fs\n", u.OK.Seconds(), u.Agreed.Seconds())
 	fmt.Printf("redis-cli (from processes accept)   %13.3fs %10.3fs\n", c.OK.Seconds(), c.Agreed.Seconds())
-	fmt.Printf("ratio operator/redis-cli            %13.2f  %10.2f\n", o.OK.Seconds()/c.OK.Seconds(), o.Agreed.Seconds()/c.Agreed.Seconds())
+	fmt.Printf("ratio operator/redis-cli, from Ready   %10.2f  %10.2f\n", o.OK.Seconds()/c.OK.Seconds(), o.Agreed.Seconds()/c.Agreed.Seconds())
+	fmt.Printf("ratio operator/redis-cli, from running %10.2f  %10.2f\n", u.OK.Seconds()/c.OK.Seconds(), u.Agreed.Seconds()/c.Agreed.Seconds())
 }
