@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# `make bench`: every benchmark, each beside its reference where it has one.
+#   render:    BenchmarkRender (ns/op, allocs/op) on one core
+#   bootstrap: redis.Bootstrap vs redis-cli --cluster create on fresh redis-servers
+#   operator:  the whole operator on the devcluster vs redis-cli --cluster create
+#   ROUNDS=5   rounds of the two Redis benchmarks
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH=$PWD/bin:$PATH
+rounds=${ROUNDS:-5}
+make --no-print-directory devcluster-bins redis-server
+echo "=== render"
+go test -run '^$' -bench Render -benchmem -cpu 1 ./render/
+echo "=== bootstrap"
+bench/bootstrap/run.sh -rounds "$rounds"
+echo "=== operator"
+bench/operator/run.sh -rounds "$rounds"
