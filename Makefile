@@ -86,7 +86,7 @@ test: ## Run every test: unit, envtest and end to end on the local Kubernetes
 	hack/test.sh
 
 .PHONY: bench
-bench: ## Run the benchmarks (render, bootstrap against redis-cli)
+bench: ## Run the benchmarks: render, and bootstrap and the whole operator beside redis-cli
 	hack/bench.sh
 
 ##@ Deployment
@@ -101,9 +101,12 @@ uninstall: ## Remove the CRD
 
 .PHONY: deploy
 deploy: manifests ## Deploy the operator (CRD, RBAC, Deployment) with image IMG
-	cd config/manager && kubectl kustomize . >/dev/null
 	kubectl kustomize config/default | sed 's#image: controller:latest#image: $(IMG)#' | kubectl apply --server-side -f -
 
 .PHONY: undeploy
 undeploy: ## Remove the operator
 	kubectl delete --ignore-not-found -k config/default
+
+.PHONY: docker-build
+docker-build: ## Build the operator image IMG (needs a Docker engine; the project's machines have none)
+	docker build -t $(IMG) .
