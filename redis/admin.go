@@ -27,6 +27,8 @@ type Admin interface {
 	AddSlotsRange(ctx context.Context, r SlotRange) error
 	// Replicate makes this node a replica of masterID.
 	Replicate(ctx context.Context, masterID string) error
+	// Forget removes a lost node from this node's table (and bans its ID for 60 s).
+	Forget(ctx context.Context, nodeID string) error
 	// SetConfigEpoch gives a fresh node its config epoch before it meets others.
 	SetConfigEpoch(ctx context.Context, epoch uint64) error
 }
@@ -193,6 +195,13 @@ func (a *admin) SetConfigEpoch(ctx context.Context, epoch uint64) error {
 	err := a.c.Do(ctx, "cluster", "set-config-epoch", strconv.FormatUint(epoch, 10)).Err()
 	if err != nil {
 		return fmt.Errorf("failed to set config epoch %d on %s: %w", epoch, a.addr, err)
+	}
+	return nil
+}
+
+func (a *admin) Forget(ctx context.Context, nodeID string) error {
+	if err := a.c.ClusterForget(ctx, nodeID).Err(); err != nil {
+		return fmt.Errorf("failed to make %s forget node %s: %w", a.addr, nodeID, err)
 	}
 	return nil
 }

@@ -154,6 +154,8 @@ func run(ctx context.Context, a Admin, act Action) error {
 		return a.Meet(ctx, act.TargetAddr)
 	case ActionReplicate:
 		return a.Replicate(ctx, act.MasterID)
+	case ActionForget:
+		return a.Forget(ctx, act.NodeID)
 	}
 	return fmt.Errorf("failed to run action %q: unknown kind", act.Kind)
 }

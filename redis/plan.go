@@ -29,6 +29,8 @@ type Action struct {
 	// TargetAddr and MasterID are filled from the observation so the executor needs no lookup.
 	TargetAddr string
 	MasterID   string
+	// NodeID is the node forgotten (Forget).
+	NodeID string
 	// Message is for events: "Assigned slots 0-5460 to demo-0".
 	Message string
 	// Refresh marks a MEET sent only so a node that knows Member hears its current role

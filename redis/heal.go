@@ -1,0 +1,224 @@
+package redis
+
+import (
+	"fmt"
+	"sort"
+)
+
+// ActionForget is a CLUSTER FORGET of a lost node on one member.
+const ActionForget ActionKind = "Forget"
+
+// Healing phases (besides the bootstrap ones it shares: WaitingForPods, MeetingNodes,
+// AttachingReplicas, WaitingForAgreement, Formed, Refused).
+const PhaseForgetting = "ForgettingLostNodes"
+
+// PlanHeal decides the next writes that bring a cluster that was formed once back to a
+// formed cluster of `masters` masters with replicasPerMaster replicas each, without ever
+// moving a slot or claiming a node that holds keys. It is pure, and a healthy cluster
+// gives no action. What it fixes:
+//
+//   - members that do not know each other by node ID, know one at an old address (a pod
+//     back with a new IP, or all of them at once: every nodes.conf then points at dead
+//     addresses and only the operator can reconnect them), or see one as noaddr or fail
+//     while it answers: a MEET to its current address. Redis replaces the address of a
+//     known node when the handshake reveals a known ID.
+//   - lost nodes: an ID in some member's view that no member has, flagged fail or noaddr
+//     and holding no slots, is forgotten on every member that knows it in the same plan,
+//     because FORGET bans the ID for only 60 s and a member that still knows it would
+//     gossip it back. A lost node holding slots is never forgotten: its slots are lost
+//     data, left to the Broken/Failed path.
+//   - an empty master (a fresh pod: no slots, no keys) and a replica whose master is lost
+//     or no master any more: REPLICATE to a master lacking replicas, preferring one on
+//     another Kubernetes node.
+func PlanHeal(st *ClusterState, masters, replicasPerMaster int) Plan {
+	if down := st.Unreachable(); len(down) > 0 {
+		return Plan{Phase: PhaseWaitingForPods}
+	}
+	if err := checkShape(st, masters, replicasPerMaster); err != nil {
+		return refuse(err)
+	}
+	p := Plan{Phase: PhaseConverging}
+	meets := planReconnect(st)
+	roles, waitKeys, err := planReattach(st, &p, replicasPerMaster)
+	if err != nil {
+		return refuse(err)
+	}
+	if len(waitKeys) > 0 {
+		p.NeedKeys = waitKeys
+		return p
+	}
+	forgets := planForget(st)
+	switch {
+	case len(meets) > 0:
+		p.Phase = PhaseMeeting
+	case len(forgets) > 0:
+		p.Phase = PhaseForgetting
+	case len(roles) > 0:
+		p.Phase = PhaseReplicating
+	}
+	p.Actions = append(append(meets, roles...), forgets...)
+	if len(p.Actions) == 0 && allAtAddr(st) && st.Formed(masters, replicasPerMaster) {
+		p.Phase, p.Done = PhaseFormed, true
+	}
+	return p
+}
+
+// knowsAt reports whether m knows node id at addr, with a finished handshake and not
+// flagged fail: a member seen that way by another needs no MEET.
+func knowsAt(m *MemberState, id, addr string) bool {
+	n := m.find(id)
+	return n != nil && !n.Handshake && !n.NoAddr && !n.Fail && n.Addr() == addr
+}
+
+// allAtAddr reports whether every member knows every other at its current address.
+// Formed compares IDs only, and a view of old addresses is not formed.
+func allAtAddr(st *ClusterState) bool {
+	ids := st.IDs()
+	for i := range st.Members {
+		for j := range st.Members {
+			if i != j && !knowsAt(&st.Members[i], ids[j], st.Members[j].Addr) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// meeting reports whether m has a handshake in flight with addr; a second MEET would only
+// start it again.
+func meeting(m *MemberState, addr string) bool {
+	for _, n := range m.Nodes {
+		if n.Handshake && n.Addr() == addr {
+			return true
+		}
+	}
+	return false
+}
+
+// planReconnect sends one MEET per pair of members where one does not know the other
+// where it is now: the lower index meets, unless only the higher one is wrong. The other
+// side learns from the handshake or, if not, is planned on the next observation.
+func planReconnect(st *ClusterState) []Action {
+	ids := st.IDs()
+	var acts []Action
+	for i := range st.Members {
+		for j := range st.Members {
+			if i == j || knowsAt(&st.Members[i], ids[j], st.Members[j].Addr) {
+				continue
+			}
+			if j < i && !knowsAt(&st.Members[j], ids[i], st.Members[i].Addr) {
+				continue // the pair is met from j's side
+			}
+			if meeting(&st.Members[i], st.Members[j].Addr) {
+				continue
+			}
+			acts = append(acts, Action{Kind: ActionMeet, Member: i, Target: j, TargetAddr: st.Members[j].Addr,
+				Message: fmt.Sprintf("Made %s meet %s at %s", st.Members[i].Pod, st.Members[j].Pod, st.Members[j].Addr)})
+		}
+	}
+	return acts
+}
+
+// planReattach makes members without a place replicas of the masters lacking them: empty
+// masters (after checking they hold no keys) and replicas of a lost node or of a member
+// that is no master holding slots. It returns the members whose key count must be read
+// first.
+func planReattach(st *ClusterState, p *Plan, replicasPerMaster int) ([]Action, []int, error) {
+	ids := st.IDs()
+	index := map[string]int{}
+	for i, id := range ids {
+		index[id] = i
+	}
+	var serving []int // masters holding slots
+	for i := range st.Members {
+		if self := st.Members[i].Self(); self.Master && len(self.Slots) > 0 {
+			serving = append(serving, i)
+		}
+	}
+	isServing := map[int]bool{}
+	for _, m := range serving {
+		isServing[m] = true
+	}
+	existing := map[int]int{}
+	var homeless, needKeys []int
+	for i := range st.Members {
+		m := &st.Members[i]
+		self := m.Self()
+		switch {
+		case self.Replica:
+			if mi, ok := index[self.MasterID]; ok && isServing[mi] {
+				existing[i] = mi
+			} else {
+				homeless = append(homeless, i)
+			}
+		case len(self.Slots) == 0:
+			// An empty master: a fresh pod, or one whose data dir was lost.
+			if !m.KeysKnown {
+				needKeys = append(needKeys, i)
+			} else if m.Keys > 0 {
+				return nil, nil, fmt.Errorf("pod %s (%s) holds %d keys but no slots; refusing to make it a replica, which would drop them",
+					m.Pod, m.Addr, m.Keys)
+			}
+			homeless = append(homeless, i)
+		}
+	}
+	if len(needKeys) > 0 || len(homeless) == 0 || len(serving) == 0 {
+		return nil, needKeys, nil
+	}
+	p.Masters = serving
+	p.ReplicaOf = AssignReplicas(memberList(st), serving, existing, replicasPerMaster)
+	var acts []Action
+	for _, r := range homeless {
+		target, ok := p.ReplicaOf[r]
+		if !ok || !knows(&st.Members[r], ids[target]) {
+			continue // met first; replicated on a later observation
+		}
+		acts = append(acts, Action{Kind: ActionReplicate, Member: r, Target: target, MasterID: ids[target],
+			Message: fmt.Sprintf("Made %s a replica of %s", st.Members[r].Pod, st.Members[target].Pod)})
+	}
+	return acts, nil, nil
+}
+
+// planForget forgets every lost node on every member that knows it. A lost node is one no
+// member is, flagged fail or noaddr by some member, holding slots in no member's view. A
+// member that still replicates it is skipped (Redis refuses to forget one's master); it is
+// re-attached in the same plan and forgets on the next one.
+func planForget(st *ClusterState) []Action {
+	isMember := map[string]bool{}
+	for _, id := range st.IDs() {
+		isMember[id] = true
+	}
+	flagged, holds := map[string]bool{}, map[string]bool{}
+	for i := range st.Members {
+		for _, n := range st.Members[i].Nodes {
+			if isMember[n.ID] || n.Handshake {
+				continue
+			}
+			if n.Fail || n.NoAddr {
+				flagged[n.ID] = true
+			}
+			if len(n.Slots) > 0 {
+				holds[n.ID] = true
+			}
+		}
+	}
+	var lost []string
+	for id := range flagged {
+		if !holds[id] {
+			lost = append(lost, id)
+		}
+	}
+	sort.Strings(lost)
+	var acts []Action
+	for _, id := range lost {
+		for i := range st.Members {
+			m := &st.Members[i]
+			if m.find(id) == nil || m.Self().MasterID == id {
+				continue
+			}
+			acts = append(acts, Action{Kind: ActionForget, Member: i, NodeID: id,
+				Message: fmt.Sprintf("Made %s forget lost node %s", m.Pod, id)})
+		}
+	}
+	return acts
+}
