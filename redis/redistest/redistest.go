@@ -67,6 +67,21 @@ func StartServers(root string, n int, cfg Config) ([]*Server, error) {
 	return out, nil
 }
 
+// StartIn runs one server with its data in dir, on a new port, and waits until it
+// answers PING. With the dir of a stopped server it is that node back at a new address
+// (its nodes.conf and dump.rdb kept), as a pod recreated with its volume.
+func StartIn(dir string, cfg Config) (*Server, error) {
+	s, err := startOne(dir, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.waitReady(cfg.Password, 10*time.Second); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
 func startOne(dir string, cfg Config) (*Server, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("failed to create %s: %w", dir, err)
