@@ -54,10 +54,10 @@ func (r *Reconciler) act(ctx context.Context, s *scope) (ctrl.Result, error) {
 		if d.Changed() {
 			return ctrl.Result{Requeue: true}, nil
 		}
-		if !allInstancesHealthy(s) {
-			// Links still connecting after a bootstrap, a pod restarting: look again soon
-			// so the status catches up.
-			return ctrl.Result{RequeueAfter: requeueWaiting}, nil
+		if needsHealing(s) {
+			// A pod restarting, back at a new address or empty, a lost node: heal once
+			// every pod answers, and look again soon so the status catches up.
+			return r.reconcileHeal(ctx, s)
 		}
 		return ctrl.Result{RequeueAfter: requeueRunning}, nil
 	case fsm.Failed:
@@ -65,6 +65,11 @@ func (r *Reconciler) act(ctx context.Context, s *scope) (ctrl.Result, error) {
 			// Creating failed (timed out waiting for pods, say): once the cause is gone
 			// the bootstrap finishes, and the cluster recovers to Running.
 			return r.reconcileBootstrap(ctx, s)
+		}
+		if needsHealing(s) {
+			// Broken by lost slots, or a cause that healing removes (every pod back at a
+			// new address): heal what can be healed; lost slots stay lost.
+			return r.reconcileHeal(ctx, s)
 		}
 		return ctrl.Result{RequeueAfter: requeueFailed}, nil
 	default:

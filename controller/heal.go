@@ -1,0 +1,68 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/hc-middleware/redis-cluster-operator/redis"
+)
+
+// healBudget bounds one healing step: an observation and a handful of writes.
+const healBudget = 10 * time.Second
+
+// needsHealing reports whether a cluster that was formed once is not whole: an instance
+// not Ready, unreachable, unconnected or flagged failing, or the Redis cluster not formed
+// as the spec asks (a lost node still known, a member at an old address, a replica
+// missing). A healthy cluster is never handed to the healer, so it stays write-free.
+func needsHealing(s *scope) bool {
+	if !allInstancesHealthy(s) {
+		return true
+	}
+	rc := s.cluster
+	return !s.redis.Formed(int(rc.Spec.Masters()), int(rc.Spec.ReplicasPerMasterOrDefault()))
+}
+
+// reconcileHeal takes one healing step (redis.Heal) once every desired pod runs and its
+// Redis answers: re-meeting pods back at new addresses, forgetting lost nodes that hold no
+// slots, attaching fresh nodes as replicas. Until then Redis Cluster's own failover is
+// all that acts. The phase does not change while healing; the Ready condition and the
+// instance conditions show where the cluster stands.
+func (r *Reconciler) reconcileHeal(ctx context.Context, s *scope) (ctrl.Result, error) {
+	desired := s.desiredReplicas()
+	if sts := s.statefulSet; sts == nil || sts.Spec.Replicas == nil || int(*sts.Spec.Replicas) != desired {
+		// A size change the operator holds back (Failed with CannotProceed): the members
+		// are not the spec's, and healing them towards it would be wrong.
+		return ctrl.Result{RequeueAfter: requeueFailed}, nil
+	}
+	if s.podsUp() < desired || len(s.members) < desired || s.redis == nil || !s.redis.AllReachable() {
+		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
+	}
+	rc := s.cluster
+	f := r.redis.factory(client.ObjectKeyFromObject(rc), s.password)
+	hctx, cancel := context.WithTimeout(ctx, healBudget)
+	defer cancel()
+	p, err := redis.Heal(hctx, f, s.members[:desired], int(rc.Spec.Masters()), int(rc.Spec.ReplicasPerMasterOrDefault()))
+	r.recordActions(s, p.Actions)
+	switch {
+	case errors.Is(err, redis.ErrRefused):
+		// Nothing was written; say why once and look again at the slow pace.
+		r.warnOnce(s, ReasonRedisError, err.Error())
+		return ctrl.Result{RequeueAfter: requeueFailed}, nil
+	case err != nil:
+		r.warnOnce(s, ReasonRedisError, fmt.Sprintf("Healing: %v", err))
+		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
+	}
+	if len(p.Actions) > 0 {
+		log.FromContext(ctx).Info("Healing Redis cluster", "phase", p.Phase, "actions", len(p.Actions))
+	}
+	if !p.Done {
+		s.reason = "Healing: " + p.Phase
+	}
+	return ctrl.Result{RequeueAfter: requeueWaiting}, nil
+}
