@@ -1,0 +1,224 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
+	"github.com/hc-middleware/redis-cluster-operator/test/e2e/framework"
+)
+
+// The healing suite: pods of a formed cluster are deleted and come back at new addresses
+// (the devcluster gives every new pod a new loopback IP), with their data (hostPath) or
+// empty (emptyDir), and the operator must make the cluster whole again without losing a key.
+
+const healKeys = 100
+
+// writeKeys writes heal-0 … heal-99 through a cluster client.
+func writeKeys(ctx context.Context, t *testing.T, ns, name string) {
+	t.Helper()
+	c, err := stack.RedisClient(ctx, ns, selectorOf(name), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := 0; i < healKeys; i++ {
+		if err := c.Set(ctx, fmt.Sprintf("heal-%d", i), i, 0).Err(); err != nil {
+			t.Fatalf("SET heal-%d: %v", i, err)
+		}
+	}
+}
+
+// expectKeys reads every key back through a client seeded with the pods' current addresses.
+func expectKeys(ctx context.Context, t *testing.T, ns, name string) {
+	t.Helper()
+	c, err := stack.RedisClient(ctx, ns, selectorOf(name), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := 0; i < healKeys; i++ {
+		if v, err := c.Get(ctx, fmt.Sprintf("heal-%d", i)).Int(); err != nil || v != i {
+			t.Fatalf("GET heal-%d = %v, %v", i, v, err)
+		}
+	}
+}
+
+// podIPs maps pod name to IP for the pods that run with an address.
+func podIPs(ctx context.Context, t *testing.T, ns, name string) map[string]string {
+	t.Helper()
+	pods, err := stack.Pods(ctx, ns, selectorOf(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, p := range pods {
+		if p.DeletionTimestamp == nil && p.Status.PodIP != "" {
+			out[p.Name] = p.Status.PodIP
+		}
+	}
+	return out
+}
+
+// healed waits until every named pod is back at a new address, the cluster is formed
+// again (expectFormed), Running, and every node knows exactly the 6 nodes, none flagged
+// failing; it returns how long that took from `since`.
+func healed(ctx context.Context, t *testing.T, ns, name string, old map[string]string, since time.Time, within time.Duration) time.Duration {
+	t.Helper()
+	NewWithT(t).Eventually(func(g Gomega) {
+		now := podIPs(ctx, t, ns, name)
+		for pod, ip := range old {
+			g.Expect(now[pod]).NotTo(BeEmpty(), "%s is back", pod)
+			g.Expect(now[pod]).NotTo(Equal(ip), "%s has a new address", pod)
+		}
+		rc := getCluster(ctx, t, ns, name)
+		g.Expect(rc.Status.Phase).To(Equal(redisv1alpha1.PhaseRunning))
+		expectFormed(ctx, g, ns, name, rc)
+		for pod, ip := range now {
+			c := framework.NodeClient(ip, "")
+			text, err := c.ClusterNodes(ctx).Result()
+			c.Close()
+			g.Expect(err).NotTo(HaveOccurred())
+			lines := strings.Split(strings.TrimSpace(text), "\n")
+			g.Expect(lines).To(HaveLen(6), "CLUSTER NODES on %s:\n%s", pod, text)
+			g.Expect(text).NotTo(ContainSubstring("fail"), "CLUSTER NODES on %s", pod)
+		}
+	}, within, 500*time.Millisecond).Should(Succeed())
+	return time.Since(since)
+}
+
+// pickPod returns a pod of the given role from the status.
+func pickPod(ctx context.Context, t *testing.T, ns, name, role string) string {
+	t.Helper()
+	for _, c := range getCluster(ctx, t, ns, name).Status.Conditions {
+		if c.Type == role {
+			return c.Name
+		}
+	}
+	t.Fatalf("no %s in the status", role)
+	return ""
+}
+
+func formHealCluster(ctx context.Context, t *testing.T, ns, name string, mutate func(*unstructured.Unstructured)) {
+	t.Helper()
+	applyCluster(ctx, t, demoSample, ns, mutate)
+	if err := stack.WaitForPhase(ctx, ns, name, "Running", formTime); err != nil {
+		t.Fatal(err)
+	}
+	eventuallyFormed(ctx, t, ns, name)
+	writeKeys(ctx, t, ns, name)
+}
+
+// TestHealingPodsBackAtNewAddresses uses the demo sample (hostPath: each pod's data and
+// nodes.conf are kept): a master pod, then every pod at once, come back at new addresses.
+func TestHealingPodsBackAtNewAddresses(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	operator(t)
+	ns, name := "e2e-heal", "demo"
+	cleanup, err := stack.CreateNamespace(ctx, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	formHealCluster(ctx, t, ns, name, nil)
+
+	t.Run("a master pod back at a new address", func(t *testing.T) {
+		pod := pickPod(ctx, t, ns, name, redisv1alpha1.RoleMaster)
+		old := map[string]string{pod: podIPs(ctx, t, ns, name)[pod]}
+		start := time.Now()
+		if err := stack.DeletePod(ctx, ns, pod); err != nil {
+			t.Fatal(err)
+		}
+		took := healed(ctx, t, ns, name, old, start, 90*time.Second)
+		t.Logf("master %s deleted: formed again %.1fs later", pod, took.Seconds())
+		expectKeys(ctx, t, ns, name)
+	})
+
+	t.Run("every pod back at once at new addresses", func(t *testing.T) {
+		old := podIPs(ctx, t, ns, name)
+		if len(old) != 6 {
+			t.Fatalf("pods with addresses: %v", old)
+		}
+		start := time.Now()
+		for pod := range old {
+			if err := stack.DeletePod(ctx, ns, pod); err != nil {
+				t.Fatal(err)
+			}
+		}
+		took := healed(ctx, t, ns, name, old, start, 3*time.Minute)
+		t.Logf("all 6 pods deleted: formed again %.1fs later", took.Seconds())
+		expectKeys(ctx, t, ns, name)
+	})
+}
+
+// TestHealingEmptyReplicaPod uses the demo sample with emptyDir volumes: a replica pod
+// comes back empty, as a new node; it must be joined as a replica and the node it replaces
+// forgotten everywhere.
+func TestHealingEmptyReplicaPod(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	operator(t)
+	ns, name := "e2e-heal-empty", "demo"
+	cleanup, err := stack.CreateNamespace(ctx, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	formHealCluster(ctx, t, ns, name, func(u *unstructured.Unstructured) {
+		pods, _, _ := unstructured.NestedSlice(u.Object, "spec", "pod")
+		pod := pods[0].(map[string]any)
+		pod["volumes"] = map[string]any{"type": "emptyDir"}
+		if err := unstructured.SetNestedSlice(u.Object, pods, "spec", "pod"); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	pod := pickPod(ctx, t, ns, name, redisv1alpha1.RoleSlave)
+	var oldID string
+	for _, c := range getCluster(ctx, t, ns, name).Status.Conditions {
+		if c.Name == pod {
+			oldID = c.NodeID
+		}
+	}
+	old := map[string]string{pod: podIPs(ctx, t, ns, name)[pod]}
+	start := time.Now()
+	if err := stack.DeletePod(ctx, ns, pod); err != nil {
+		t.Fatal(err)
+	}
+	took := healed(ctx, t, ns, name, old, start, 2*time.Minute)
+	t.Logf("replica %s deleted (emptyDir): joined again as a new node %.1fs later", pod, took.Seconds())
+	for _, c := range getCluster(ctx, t, ns, name).Status.Conditions {
+		if c.Name == pod && (c.NodeID == oldID || c.Type != redisv1alpha1.RoleSlave) {
+			t.Errorf("%s is node %s (%s), want a new replica (old ID %s)", pod, c.NodeID, c.Type, oldID)
+		}
+	}
+	expectKeys(ctx, t, ns, name)
+
+	rc := getCluster(ctx, t, ns, name)
+	evs, err := stack.Events(ctx, rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	for _, e := range evs {
+		if e.Type == corev1.EventTypeNormal && e.Reason == "RedisAction" {
+			seen = append(seen, e.Message)
+		}
+	}
+	all := strings.Join(seen, "\n")
+	for _, want := range []string{"Forget: ", "Replicate: Made " + pod + " a replica of"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("no event %q among:\n%s", want, all)
+		}
+	}
+}
