@@ -94,6 +94,9 @@ func (r *Reconciler) observation(s *scope) fsm.Observation {
 // observedSize is the number of nodes the Redis cluster knows; before any node answers it
 // falls back to the StatefulSet's size, so an unreachable cluster does not look resized.
 func observedSize(s *scope) int32 {
+	if st := s.redis; st != nil && st.AllReachable() && len(st.Members) >= s.desiredReplicas() {
+		return int32(reachableNodes(st))
+	}
 	if s.redis != nil {
 		for i := range s.redis.Members {
 			m := &s.redis.Members[i]
@@ -115,6 +118,26 @@ func observedSize(s *scope) int32 {
 		return *s.statefulSet.Spec.Replicas
 	}
 	return s.cluster.Spec.Replicas
+}
+
+// reachableNodes counts the members plus every other node some member sees connected and
+// not failing. A node no member reaches (the node a pod deleted with an emptyDir leaves
+// behind, until healing forgets it) is not part of the cluster's size: counting it would
+// read a pod coming back empty as a resize.
+func reachableNodes(st *redis.ClusterState) int {
+	ids := map[string]bool{}
+	for _, id := range st.IDs() {
+		ids[id] = true
+	}
+	others := map[string]bool{}
+	for i := range st.Members {
+		for _, n := range st.Members[i].Nodes {
+			if !ids[n.ID] && !n.Handshake && n.Connected && !n.Fail && !n.PFail && !n.NoAddr {
+				others[n.ID] = true
+			}
+		}
+	}
+	return len(ids) + len(others)
 }
 
 // rolloutDone reports whether every pod runs the StatefulSet's update revision.

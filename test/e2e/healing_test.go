@@ -96,6 +96,31 @@ func healed(ctx context.Context, t *testing.T, ns, name string, old map[string]s
 	return time.Since(since)
 }
 
+// phaseChanges lists the PhaseChanged events of the cluster, one entry per occurrence.
+func phaseChanges(ctx context.Context, t *testing.T, ns, name string) []string {
+	t.Helper()
+	evs, err := stack.Events(ctx, getCluster(ctx, t, ns, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range evs {
+		for i := int32(0); e.Reason == "PhaseChanged" && i < max(e.Count, 1); i++ {
+			out = append(out, e.Message)
+		}
+	}
+	return out
+}
+
+// expectStayedRunning fails when the phase changed since `before` was taken: healing one
+// pod is not a resize, and the cluster stays Running while it heals.
+func expectStayedRunning(ctx context.Context, t *testing.T, ns, name string, before []string) {
+	t.Helper()
+	if after := phaseChanges(ctx, t, ns, name); len(after) != len(before) {
+		t.Errorf("the phase changed while healing: %v", after[len(before):])
+	}
+}
+
 // pickPod returns a pod of the given role from the status.
 func pickPod(ctx context.Context, t *testing.T, ns, name, role string) string {
 	t.Helper()
@@ -135,12 +160,14 @@ func TestHealingPodsBackAtNewAddresses(t *testing.T) {
 	t.Run("a master pod back at a new address", func(t *testing.T) {
 		pod := pickPod(ctx, t, ns, name, redisv1alpha1.RoleMaster)
 		old := map[string]string{pod: podIPs(ctx, t, ns, name)[pod]}
+		phases := phaseChanges(ctx, t, ns, name)
 		start := time.Now()
 		if err := stack.DeletePod(ctx, ns, pod); err != nil {
 			t.Fatal(err)
 		}
 		took := healed(ctx, t, ns, name, old, start, 90*time.Second)
 		t.Logf("master %s deleted: formed again %.1fs later", pod, took.Seconds())
+		expectStayedRunning(ctx, t, ns, name, phases)
 		expectKeys(ctx, t, ns, name)
 	})
 
@@ -149,6 +176,7 @@ func TestHealingPodsBackAtNewAddresses(t *testing.T) {
 		if len(old) != 6 {
 			t.Fatalf("pods with addresses: %v", old)
 		}
+		phases := phaseChanges(ctx, t, ns, name)
 		start := time.Now()
 		for pod := range old {
 			if err := stack.DeletePod(ctx, ns, pod); err != nil {
@@ -156,7 +184,8 @@ func TestHealingPodsBackAtNewAddresses(t *testing.T) {
 			}
 		}
 		took := healed(ctx, t, ns, name, old, start, 3*time.Minute)
-		t.Logf("all 6 pods deleted: formed again %.1fs later", took.Seconds())
+		t.Logf("all 6 pods deleted: formed again %.1fs later; phase changes meanwhile: %v",
+			took.Seconds(), phaseChanges(ctx, t, ns, name)[len(phases):])
 		expectKeys(ctx, t, ns, name)
 	})
 }
@@ -191,12 +220,14 @@ func TestHealingEmptyReplicaPod(t *testing.T) {
 		}
 	}
 	old := map[string]string{pod: podIPs(ctx, t, ns, name)[pod]}
+	phases := phaseChanges(ctx, t, ns, name)
 	start := time.Now()
 	if err := stack.DeletePod(ctx, ns, pod); err != nil {
 		t.Fatal(err)
 	}
 	took := healed(ctx, t, ns, name, old, start, 2*time.Minute)
 	t.Logf("replica %s deleted (emptyDir): joined again as a new node %.1fs later", pod, took.Seconds())
+	expectStayedRunning(ctx, t, ns, name, phases)
 	for _, c := range getCluster(ctx, t, ns, name).Status.Conditions {
 		if c.Name == pod && (c.NodeID == oldID || c.Type != redisv1alpha1.RoleSlave) {
 			t.Errorf("%s is node %s (%s), want a new replica (old ID %s)", pod, c.NodeID, c.Type, oldID)
