@@ -45,9 +45,12 @@ type RedisPodTemplate struct {
 	// +optional
 	Resources corev1.ResourceRequirements `json:"resources,omitzero"`
 
-	// updateStrategy is the StatefulSet's update strategy (seed: `pod[].updateStrategy`,
-	// e.g. type RollingUpdate). Not to be confused with spec.updateStrategy, which moves
-	// slots. Default: the StatefulSet default (RollingUpdate).
+	// updateStrategy says how the operator rolls the pods when their template changes
+	// (seed: `pod[].updateStrategy`, e.g. type RollingUpdate). The StatefulSet itself
+	// always gets type OnDelete: the operator restarts the pods, RollingUpdate meaning one
+	// pod at a time, replicas first, each master only after it was failed over to an
+	// updated replica. rollingUpdate.partition is not used. Not to be confused with
+	// spec.updateStrategy, which moves slots. Default: RollingUpdate.
 	// +optional
 	UpdateStrategy appsv1.StatefulSetUpdateStrategy `json:"updateStrategy,omitzero"`
 
