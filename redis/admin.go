@@ -31,6 +31,11 @@ type Admin interface {
 	Forget(ctx context.Context, nodeID string) error
 	// SetConfigEpoch gives a fresh node its config epoch before it meets others.
 	SetConfigEpoch(ctx context.Context, epoch uint64) error
+	// Replication reads INFO replication: the role and, on a replica, its link state.
+	Replication(ctx context.Context) (Replication, error)
+	// Failover asks this replica to take over from its master (CLUSTER FAILOVER, the
+	// coordinated kind: the master stops writes until the replica has caught up).
+	Failover(ctx context.Context) error
 }
 
 // Factory hands out an Admin per node address, reusing one pooled client per address.
