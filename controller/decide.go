@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
@@ -52,8 +51,8 @@ func (r *Reconciler) observation(s *scope) fsm.Observation {
 		ObservedReplicas:  observedSize(s),
 		StatefulSetAtSize: sts != nil && sts.Spec.Replicas != nil && *sts.Spec.Replicas == rc.Spec.Replicas && sts.Status.ReadyReplicas == rc.Spec.Replicas,
 		PodsReady:         s.readyPods() == s.desiredReplicas() && len(s.pods) == s.desiredReplicas(),
-		TemplateChanged:   s.templateChanged,
-		AllPodsUpdated:    sts != nil && rolloutDone(sts),
+		TemplateChanged:   s.templateChanged || podsOutdated(s),
+		AllPodsUpdated:    allPodsUpdated(s),
 		TimedOut:          r.timedOut(s),
 	}
 	if s.specErr != nil {
@@ -68,25 +67,20 @@ func (r *Reconciler) observation(s *scope) fsm.Observation {
 		o.ClusterOK = st.ClusterOK()
 		o.SlotsPlaced = st.NoOpenSlots() && st.Masters() == masters
 		o.RemovedNodesForgotten = o.ObservedReplicas == rc.Spec.Replicas
-		o.ReplicasInSync = st.NoFailures() && allLinksUp(st)
+		o.ReplicasInSync = st.NoFailures() && allLinksUp(st) && replicationInSync(s)
 		// Slots whose master and every replica are gone (or that nobody claims) stay down
 		// until a human restores them: healing cannot invent their keys. A master that is
 		// only down, with a replica to promote, is not broken.
 		o.Broken = len(st.LostSlots()) > 0
 	}
-	// A formed cluster is neither resized nor rolled until slot migration and failover
-	// before restart exist (holdFormedStatefulSet keeps the StatefulSet as it is): say so,
-	// and let the operation fail rather than pretend to make progress.
-	if phase := fsm.Phase(rc.Status.Phase); formedOnce(&rc.Status) && (phase == fsm.Scaling || phase == fsm.Upgrading || phase == fsm.Failed) {
-		switch {
-		case o.DesiredReplicas != o.ObservedReplicas:
-			o.CannotProceed = true
-			o.CannotProceedMessage = fmt.Sprintf("spec.replicas: changing a formed cluster from %d to %d instances needs slot migration, which this operator version does not do yet; the StatefulSet keeps its size and no key is moved. Set spec.replicas back to %d to recover",
-				o.ObservedReplicas, o.DesiredReplicas, o.ObservedReplicas)
-		case s.templateChanged:
-			o.CannotProceed = true
-			o.CannotProceedMessage = "spec.pod/spec.version: restarting the pods of a formed cluster with a new template needs each master failed over to its replica first, which this operator version does not do yet; the StatefulSet keeps its template and no pod is restarted. Set the spec (or the user ConfigMap) back to recover"
-		}
+	// A formed cluster is not resized until slot migration exists (holdFormedStatefulSet
+	// keeps the StatefulSet's size): say so, and let the operation fail rather than
+	// pretend to make progress. A new template is rolled by Upgrading.
+	if phase := fsm.Phase(rc.Status.Phase); formedOnce(&rc.Status) && (phase == fsm.Scaling || phase == fsm.Upgrading || phase == fsm.Failed) &&
+		o.DesiredReplicas != o.ObservedReplicas {
+		o.CannotProceed = true
+		o.CannotProceedMessage = fmt.Sprintf("spec.replicas: changing a formed cluster from %d to %d instances needs slot migration, which this operator version does not do yet; the StatefulSet keeps its size and no key is moved. Set spec.replicas back to %d to recover",
+			o.ObservedReplicas, o.DesiredReplicas, o.ObservedReplicas)
 	}
 	return o
 }
@@ -138,13 +132,6 @@ func reachableNodes(st *redis.ClusterState) int {
 		}
 	}
 	return len(ids) + len(others)
-}
-
-// rolloutDone reports whether every pod runs the StatefulSet's update revision.
-func rolloutDone(sts *appsv1.StatefulSet) bool {
-	return sts.Status.ObservedGeneration >= sts.Generation &&
-		sts.Status.UpdateRevision == sts.Status.CurrentRevision &&
-		sts.Spec.Replicas != nil && sts.Status.UpdatedReplicas == *sts.Spec.Replicas
 }
 
 // allLinksUp reports whether every replica sees its master's link connected.

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/hc-middleware/redis-cluster-operator/fsm"
 	"github.com/hc-middleware/redis-cluster-operator/redis"
 )
 
@@ -140,15 +141,17 @@ func (r *Reconciler) compareTemplate(s *scope) error {
 	return nil
 }
 
-// holdFormedStatefulSet keeps a formed cluster's StatefulSet at its applied size and pod
-// template. Resizing must move slots first (Scaling) and restarting pods must fail each
-// master over first (Upgrading); until the operator does both, applying a new size or
-// template could drop a pod that holds slots or restart every master in turn with no
-// failover, so the StatefulSet is left as it is and the phase machine says why.
+// holdFormedStatefulSet keeps a formed cluster's StatefulSet at its applied size and, but
+// in Upgrading, its applied pod template. Resizing must move slots first, which the
+// operator does not do yet, so a new size is never applied and the phase machine says
+// why. A new template (and the ConfigMap it reads) is applied only by the Upgrading phase,
+// which then restarts the pods itself (the StatefulSet is OnDelete), failing each master
+// over first; any other phase keeps the template so Running only decides to upgrade.
 func holdFormedStatefulSet(s *scope) {
 	if !formedOnce(&s.cluster.Status) || s.statefulSet == nil || s.statefulSet.Spec.Replicas == nil {
 		return
 	}
+	upgrading := fsm.Phase(s.cluster.Status.Phase) == fsm.Upgrading
 	owned, err := extractOwned(s.statefulSet)
 	if err != nil {
 		return
@@ -158,7 +161,7 @@ func holdFormedStatefulSet(s *scope) {
 	for _, obj := range s.rendered {
 		// The ConfigMap feeds the pod template (its hash is a template annotation): while
 		// the template is held, so is the configuration a restarted pod would read.
-		if obj.GetKind() == "ConfigMap" && s.templateChanged {
+		if obj.GetKind() == "ConfigMap" && s.templateChanged && !upgrading {
 			continue
 		}
 		kept = append(kept, obj)
@@ -169,7 +172,7 @@ func holdFormedStatefulSet(s *scope) {
 			continue
 		}
 		_ = unstructured.SetNestedField(obj.Object, int64(*s.statefulSet.Spec.Replicas), "spec", "replicas")
-		if found {
+		if found && !upgrading {
 			_ = unstructured.SetNestedField(obj.Object, appliedTemplate, "spec", "template")
 		}
 	}
@@ -209,6 +212,25 @@ func (r *Reconciler) observeRedis(ctx context.Context, s *scope) {
 		return
 	}
 	s.redis = st
+	if fsm.Phase(s.cluster.Status.Phase) == fsm.Upgrading {
+		s.replication = observeReplication(ctx, f, st)
+	}
+}
+
+// observeReplication reads INFO replication from every reachable replica. A replica that
+// does not answer is left out, so it is neither a failover target nor counted in sync.
+func observeReplication(ctx context.Context, f redis.Factory, st *redis.ClusterState) map[string]redis.Replication {
+	out := map[string]redis.Replication{}
+	for i := range st.Members {
+		m := &st.Members[i]
+		if self := m.Self(); self == nil || !self.Replica {
+			continue
+		}
+		if r, err := f.For(m.Addr).Replication(ctx); err == nil {
+			out[m.Pod] = r
+		}
+	}
+	return out
 }
 
 // podsByOrdinal orders the pods by their StatefulSet ordinal; a gap is a nil entry.

@@ -17,6 +17,8 @@ const (
 	ReasonRedisError = "RedisError"
 	// ReasonTimedOut: an operation outlived its operator timeout.
 	ReasonTimedOut = "TimedOut"
+	// ReasonUpgrade: a step of the rolling upgrade (a failover, a pod restarted on the new template).
+	ReasonUpgrade = "Upgrade"
 	// ReasonDeleted: the foreground finalizer was released once every pod was gone.
 	ReasonDeleted = "Deleted"
 )

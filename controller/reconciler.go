@@ -4,6 +4,7 @@
 package controller
 
 import (
+	"sync"
 	"context"
 	"time"
 
@@ -47,6 +48,10 @@ type Reconciler struct {
 	Options   Options
 	redis     *redisClients
 	now       func() time.Time
+	// failovers remembers, per cluster, the CLUSTER FAILOVER last sent (failoverSent), so
+	// a failover in flight is waited for rather than sent again. Lost on restart, which
+	// only means one more FAILOVER to a replica that is already taking over.
+	failovers sync.Map
 }
 
 // New builds the reconciler from the manager's clients.
@@ -67,7 +72,7 @@ func New(mgr manager.Manager, renderer *render.Renderer, opts Options) *Reconcil
 // +kubebuilder:rbac:groups=redis.middleware.hc.cn,resources=redisclusters/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=services;configmaps,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

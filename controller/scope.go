@@ -44,6 +44,9 @@ type scope struct {
 	redis *redis.ClusterState
 	// redisErr is why Redis could not be observed, if it could not (observeRedis).
 	redisErr error
+	// replication is INFO replication of each replica member by pod name, read only in
+	// Upgrading, where it picks the failover target and guards the end (observeRedis).
+	replication map[string]redis.Replication
 
 	// decision is what the phase machine decided for this reconcile (evaluate).
 	decision fsm.Decision

@@ -1,0 +1,262 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
+	"github.com/hc-middleware/redis-cluster-operator/redis"
+)
+
+const (
+	// requeueFailover is how soon a failover in flight is looked at again: a coordinated
+	// CLUSTER FAILOVER usually completes within a few hundred milliseconds.
+	requeueFailover = 500 * time.Millisecond
+	// failoverWait is how long a FAILOVER sent is waited for before it is sent again;
+	// Redis abandons a manual failover after 5 s.
+	failoverWait = 6 * time.Second
+)
+
+// failoverSent is the CLUSTER FAILOVER last sent for one cluster.
+type failoverSent struct {
+	replicaID, replicaPod, masterPod string
+	at                               time.Time
+}
+
+// reconcileUpgrade takes one step of the rolling upgrade. The StatefulSet is OnDelete, so
+// the operator restarts each pod itself, one at a time and only while the cluster is whole:
+// replicas first, then each master once it was failed over to a replica that already runs
+// the new template, which leaves the old master a replica to restart like the others.
+func (r *Reconciler) reconcileUpgrade(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if s.decision.Changed() {
+		// The new template was just applied (or is applied on the next pass): let the
+		// StatefulSet controller compute its revision first.
+		return ctrl.Result{RequeueAfter: requeueSoon}, nil
+	}
+	if wait, msg := r.failoverInFlight(s); wait {
+		s.reason = msg
+		return ctrl.Result{RequeueAfter: requeueFailover}, nil
+	}
+	if needsHealing(s) {
+		// A restarted pod not back yet, or back empty: heal (and wait) before the next.
+		return r.reconcileHeal(ctx, s)
+	}
+	rev, ok := updateRevision(s)
+	if !ok {
+		s.reason = "Waiting for the StatefulSet controller to compute the new revision"
+		return ctrl.Result{RequeueAfter: requeueSoon}, nil
+	}
+	if s.cluster.Spec.PodTemplate().UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType {
+		s.reason = "spec.pod[0].updateStrategy is OnDelete: delete the pods to restart them on the new template"
+		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
+	}
+	m, master := nextRestart(s, rev)
+	switch {
+	case m == nil:
+		s.reason = "Every pod runs the new template; waiting for the replicas to sync"
+		return ctrl.Result{RequeueAfter: requeueSoon}, nil
+	case !master:
+		return r.restartPod(ctx, s, m.Pod, fmt.Sprintf("Restarting %s on the new template", m.Pod))
+	}
+	return r.upgradeMaster(ctx, s, m, rev)
+}
+
+// upgradeMaster fails the master over to an updated, in-sync replica; a master with no
+// replica is restarted as it is only when its data survives the restart.
+func (r *Reconciler) upgradeMaster(ctx context.Context, s *scope, m *redis.MemberState, rev string) (ctrl.Result, error) {
+	if target := failoverTarget(s, m.ID(), rev); target != nil {
+		return r.failOver(ctx, s, m, target)
+	}
+	if s.cluster.Spec.ReplicasPerMasterOrDefault() > 0 {
+		s.reason = fmt.Sprintf("Waiting for a replica of %s on the new template to sync before failing it over", m.Pod)
+		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
+	}
+	if !persistentData(s.cluster) {
+		err := fmt.Errorf("spec.pod[0].volumes: master %s has no replica to fail over to (replicasPerMaster 0) and its data is in an emptyDir, so restarting it on the new template would lose its keys; set replicasPerMaster, or a persistent volume type (hostPath, nfs, volumeClaimTemplate), or set the template back to recover", m.Pod)
+		r.warnOnce(s, ReasonUpgrade, err.Error())
+		return ctrl.Result{RequeueAfter: requeueFailed}, r.redecide(s, err)
+	}
+	r.Recorder.Eventf(s.cluster, corev1.EventTypeWarning, ReasonUpgrade,
+		"Restarting master %s, which has no replica, on the new template: its slots are unavailable until it is back", m.Pod)
+	return r.restartPod(ctx, s, m.Pod, "")
+}
+
+// failOver sends CLUSTER FAILOVER to the target replica and remembers it, so the next
+// reconciles wait for the roles to swap instead of sending it again.
+func (r *Reconciler) failOver(ctx context.Context, s *scope, m, target *redis.MemberState) (ctrl.Result, error) {
+	f := r.redis.factory(client.ObjectKeyFromObject(s.cluster), s.password)
+	if err := f.For(target.Addr).Failover(ctx); err != nil {
+		r.warnOnce(s, ReasonRedisError, err.Error())
+		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
+	}
+	r.failovers.Store(client.ObjectKeyFromObject(s.cluster), failoverSent{
+		replicaID: target.ID(), replicaPod: target.Pod, masterPod: m.Pod, at: s.now,
+	})
+	r.Recorder.Eventf(s.cluster, corev1.EventTypeNormal, ReasonUpgrade, "Failing over %s to %s before its restart", m.Pod, target.Pod)
+	s.reason = fmt.Sprintf("Failing over %s to %s", m.Pod, target.Pod)
+	return ctrl.Result{RequeueAfter: requeueFailover}, nil
+}
+
+// failoverInFlight reports whether a FAILOVER sent lately has not yet been seen through:
+// until every member agrees the replica is a master, nothing else is done (not even
+// healing, which would read the half-swapped view as damage).
+func (r *Reconciler) failoverInFlight(s *scope) (bool, string) {
+	key := client.ObjectKeyFromObject(s.cluster)
+	v, ok := r.failovers.Load(key)
+	if !ok {
+		return false, ""
+	}
+	sent := v.(failoverSent)
+	if swapped(s.redis, sent.replicaID) || s.now.Sub(sent.at) > failoverWait {
+		r.failovers.Delete(key)
+		return false, ""
+	}
+	return true, fmt.Sprintf("Waiting for %s to take over from %s", sent.replicaPod, sent.masterPod)
+}
+
+// swapped reports whether every member agrees that the node id is a master.
+func swapped(st *redis.ClusterState, id string) bool {
+	if st == nil || !st.Agreed() {
+		return false
+	}
+	for _, f := range st.Facts() {
+		if f.NodeID == id {
+			return f.Role == "master"
+		}
+	}
+	return false
+}
+
+// restartPod deletes the pod; the StatefulSet recreates it on the update revision.
+func (r *Reconciler) restartPod(ctx context.Context, s *scope, name, event string) (ctrl.Result, error) {
+	pod := podNamed(s, name)
+	if pod == nil {
+		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
+	}
+	if err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, fmt.Errorf("failed to delete pod %s: %w", name, err)
+	}
+	if event != "" {
+		r.Recorder.Event(s.cluster, corev1.EventTypeNormal, ReasonUpgrade, event)
+	}
+	s.reason = "Restarting " + name + " on the new template"
+	// Give the cache time to see the pod go, so the next reconcile does not pick it again.
+	return ctrl.Result{RequeueAfter: requeueWaiting}, nil
+}
+
+// nextRestart picks the next member whose pod runs an old revision: replicas first, in
+// ordinal order, then masters. master says which kind it is.
+func nextRestart(s *scope, rev string) (*redis.MemberState, bool) {
+	var firstMaster *redis.MemberState
+	for i := range s.redis.Members {
+		m := &s.redis.Members[i]
+		pod, self := podNamed(s, m.Pod), m.Self()
+		if pod == nil || self == nil || podRevision(pod) == rev {
+			continue
+		}
+		if self.Replica {
+			return m, false
+		}
+		if firstMaster == nil {
+			firstMaster = m
+		}
+	}
+	return firstMaster, firstMaster != nil
+}
+
+// failoverTarget is a replica of masterID whose pod runs the update revision and whose
+// INFO replication says it is connected and not syncing; nil when none is.
+func failoverTarget(s *scope, masterID, rev string) *redis.MemberState {
+	for i := range s.redis.Members {
+		m := &s.redis.Members[i]
+		self := m.Self()
+		if self == nil || !self.Replica || self.MasterID != masterID {
+			continue
+		}
+		if pod := podNamed(s, m.Pod); pod != nil && podRevision(pod) == rev && s.replication[m.Pod].InSync() {
+			return m
+		}
+	}
+	return nil
+}
+
+// persistentData reports whether a pod's /data outlives the pod.
+func persistentData(rc *redisv1alpha1.RedisCluster) bool {
+	switch rc.Spec.PodTemplate().Volumes.Type {
+	case redisv1alpha1.VolumeTypeHostPath, redisv1alpha1.VolumeTypeNFS, redisv1alpha1.VolumeTypeVolumeClaimTemplate:
+		return true
+	}
+	return false
+}
+
+// updateRevision is the StatefulSet's update revision once its controller has seen the
+// current spec; false before (and always in envtest, which runs no StatefulSet controller).
+func updateRevision(s *scope) (string, bool) {
+	sts := s.statefulSet
+	if sts == nil || sts.Status.ObservedGeneration < sts.Generation || sts.Status.UpdateRevision == "" {
+		return "", false
+	}
+	return sts.Status.UpdateRevision, true
+}
+
+// allPodsUpdated reports whether every desired pod exists and runs the update revision.
+// Under OnDelete the StatefulSet controller never moves currentRevision to the update
+// revision by itself, so the pods' controller-revision-hash labels are what count.
+func allPodsUpdated(s *scope) bool {
+	rev, ok := updateRevision(s)
+	if !ok || len(s.pods) < s.desiredReplicas() {
+		return false
+	}
+	for _, p := range s.pods[:s.desiredReplicas()] {
+		if p == nil || p.DeletionTimestamp != nil || podRevision(p) != rev {
+			return false
+		}
+	}
+	return true
+}
+
+// podsOutdated reports whether a formed cluster has a pod on an older revision than the
+// StatefulSet's: a template applied whose rollout is not finished (an upgrade that
+// failed part-way, say) still needs Upgrading, although the template itself is current.
+func podsOutdated(s *scope) bool {
+	rev, ok := updateRevision(s)
+	if !ok || !formedOnce(&s.cluster.Status) {
+		return false
+	}
+	for _, p := range s.pods {
+		if p != nil && p.DeletionTimestamp == nil && podRevision(p) != rev {
+			return true
+		}
+	}
+	return false
+}
+
+// replicationInSync is true unless INFO replication, read in Upgrading, shows a replica
+// whose link to its master is down or still syncing.
+func replicationInSync(s *scope) bool {
+	for _, r := range s.replication {
+		if !r.InSync() {
+			return false
+		}
+	}
+	return true
+}
+
+func podRevision(p *corev1.Pod) string {
+	return p.Labels[appsv1.ControllerRevisionHashLabelKey]
+}
+
+func podNamed(s *scope, name string) *corev1.Pod {
+	for _, p := range s.pods {
+		if p != nil && p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
