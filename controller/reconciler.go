@@ -4,8 +4,8 @@
 package controller
 
 import (
-	"sync"
 	"context"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
