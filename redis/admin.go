@@ -104,7 +104,7 @@ func (f *factory) For(addr string) Admin {
 		}
 		f.clients[addr] = c
 	}
-	return &admin{addr: addr, c: c}
+	return &admin{addr: addr, c: c, password: f.opts.Password}
 }
 
 func (f *factory) Retain(addrs []string) {
@@ -138,6 +138,8 @@ func (f *factory) Close() error {
 type admin struct {
 	addr string
 	c    *goredis.Client
+	// password is passed on to MIGRATE, which opens its own connection to the target.
+	password string
 }
 
 func (a *admin) Addr() string { return a.addr }

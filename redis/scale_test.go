@@ -1,0 +1,204 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	goredis "github.com/go-redis/redis/v8"
+
+	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
+)
+
+// scaleUntilDone calls Scale as the controller would until Done and returns the keys moved.
+func scaleUntilDone(t *testing.T, f Factory, members []Member, req ScaleRequest) int {
+	t.Helper()
+	ctx := ctxFor(t, 60*time.Second)
+	keys := 0
+	for {
+		p, err := Scale(ctx, f, members, req)
+		keys += p.MovedKeys
+		if err != nil {
+			t.Fatalf("scale (%s): %v", p.Phase, err)
+		}
+		if p.Done {
+			return keys
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("not scaled within 60 s; last phase %s", p.Phase)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func writeKeys(t *testing.T, f Factory, members []Member, n int) {
+	withCluster(t, f, members, func(ctx context.Context, cc *goredis.ClusterClient) {
+		_, err := cc.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for i := 0; i < n; i++ {
+				p.Set(ctx, fmt.Sprintf("heal-%d", i), i, 0)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("SET: %v", err)
+		}
+	})
+}
+
+// readKeys checks every key written by writeKeys through a cluster client.
+func readKeys(t *testing.T, f Factory, members []Member, n int) {
+	withCluster(t, f, members, func(ctx context.Context, cc *goredis.ClusterClient) {
+		cmds := make([]*goredis.StringCmd, n)
+		_, _ = cc.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for i := 0; i < n; i++ {
+				cmds[i] = p.Get(ctx, fmt.Sprintf("heal-%d", i))
+			}
+			return nil
+		})
+		for i, c := range cmds {
+			if v, err := c.Int(); err != nil || v != i {
+				t.Fatalf("key heal-%d: got %d, %v", i, v, err)
+			}
+		}
+	})
+}
+
+// A 3-master cluster with 2000 keys grows to 4 masters with a replica each, every master
+// ends with 4096 slots, every key is readable, no slot is open; then it shrinks back.
+func TestScaleOutAndInKeepsKeys(t *testing.T) {
+	servers := redistest.Start(t, 8, healCfg)
+	members := membersOf(servers)
+	f := newFactory(t, Options{})
+	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members[:6], 3, 1); err != nil {
+		t.Fatal(err)
+	}
+	writeKeys(t, f, members[:6], 2000)
+
+	start := time.Now()
+	moved := scaleUntilDone(t, f, members, ScaleRequest{Masters: 4, ReplicasPerMaster: 1, Keep: 8, Pipeline: 10, Budget: time.Second})
+	t.Logf("scaled out 3 to 4 masters in %v, %d keys moved", time.Since(start).Round(time.Millisecond), moved)
+	st, err := Observe(ctxFor(t, 5*time.Second), f, members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.NoOpenSlots() || st.Masters() != 4 || !st.MastersHaveReplicas(1) || !st.AllSlotsCovered() {
+		t.Fatalf("not placed: masters %d, open %v", st.Masters(), !st.NoOpenSlots())
+	}
+	for i := range st.Members {
+		if self := st.Members[i].Self(); self.Master && self.Slots.Count() != 4096 {
+			t.Errorf("%s holds %d slots", st.Members[i].Pod, self.Slots.Count())
+		}
+	}
+	if moved < 300 {
+		t.Errorf("only %d keys moved for a quarter of the slots", moved)
+	}
+	readKeys(t, f, members, 2000)
+
+	start = time.Now()
+	moved = scaleUntilDone(t, f, members, ScaleRequest{Masters: 3, ReplicasPerMaster: 1, Keep: 6, Pipeline: 10, Budget: time.Second})
+	t.Logf("scaled in 4 to 3 masters in %v, %d keys moved", time.Since(start).Round(time.Millisecond), moved)
+	st, err = Observe(ctxFor(t, 5*time.Second), f, members[:6])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.NoOpenSlots() || st.Masters() != 3 || !st.AllSlotsCovered() || !st.KnowsOnly() {
+		t.Fatalf("not shrunk: masters %d, knows only members %v", st.Masters(), st.KnowsOnly())
+	}
+	for _, m := range members[6:] {
+		if n, _ := f.For(m.Addr).DBSize(ctxFor(t, time.Second)); n != 0 {
+			t.Errorf("leaving %s keeps %d keys", m.Pod, n)
+		}
+	}
+	readKeys(t, f, members[:6], 2000)
+}
+
+// A slot left IMPORTING/MIGRATING with half its keys moved is finished by the next step.
+func TestScaleResumesOpenSlot(t *testing.T) {
+	servers := redistest.Start(t, 4, healCfg)
+	members := membersOf(servers)
+	f := newFactory(t, Options{})
+	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members[:3], 3, 0); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxFor(t, 30*time.Second)
+	// Meet the fourth node first, through Scale's own step.
+	for {
+		p, err := Scale(ctx, f, members, ScaleRequest{Masters: 4, Keep: 4, Pipeline: 10, Budget: time.Nanosecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Phase == PhaseMigrating {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	st, _ := Observe(ctx, f, members)
+	src, dst := st.Members[0].Self(), st.Members[3].Self()
+	slot := src.Slots[0].End
+	if slot == 0 {
+		t.Fatal("bad slot")
+	}
+	// Keys in that slot: hash tags make them land there.
+	tag := tagFor(slot)
+	withCluster(t, f, members[:3], func(ctx context.Context, cc *goredis.ClusterClient) {
+		for i := 0; i < 40; i++ {
+			if err := cc.Set(ctx, fmt.Sprintf("{%s}-%d", tag, i), i, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	s, _ := mover(f.For(members[0].Addr))
+	d, _ := mover(f.For(members[3].Addr))
+	if err := d.SetSlot(ctx, slot, "importing", src.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetSlot(ctx, slot, "migrating", dst.ID); err != nil {
+		t.Fatal(err)
+	}
+	keys, _ := s.GetKeysInSlot(ctx, slot, 20)
+	if err := s.Migrate(ctx, members[3].Addr, keys, false, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Scale(ctx, f, members, ScaleRequest{Masters: 4, Keep: 4, Pipeline: 10, Budget: time.Nanosecond})
+	if err != nil || p.Phase != PhaseFinishingSlots || p.MovedKeys != 20 {
+		t.Fatalf("resume: phase %s, %d keys, %v", p.Phase, p.MovedKeys, err)
+	}
+	scaleUntilDone(t, f, members, ScaleRequest{Masters: 4, Keep: 4, Pipeline: 10, Budget: time.Second})
+	st, _ = Observe(ctx, f, members)
+	if !st.NoOpenSlots() || ownerOf(st, slot) != dst.ID {
+		t.Fatalf("slot %d owned by %s, open %v", slot, ownerOf(st, slot), !st.NoOpenSlots())
+	}
+	withCluster(t, f, members, func(ctx context.Context, cc *goredis.ClusterClient) {
+		for i := 0; i < 40; i++ {
+			if v, err := cc.Get(ctx, fmt.Sprintf("{%s}-%d", tag, i)).Int(); err != nil || v != i {
+				t.Fatalf("key %d: %v %v", i, v, err)
+			}
+		}
+	})
+}
+
+// tagFor finds a hash tag whose slot is the given one.
+func tagFor(slot int) string {
+	for i := 0; ; i++ {
+		s := fmt.Sprint(i)
+		if keySlot(s) == slot {
+			return s
+		}
+	}
+}
+
+func keySlot(key string) int {
+	var crc uint16
+	for _, b := range []byte(key) {
+		crc ^= uint16(b) << 8
+		for k := 0; k < 8; k++ {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc) % SlotCount
+}
