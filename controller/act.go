@@ -62,6 +62,8 @@ func (r *Reconciler) act(ctx context.Context, s *scope) (ctrl.Result, error) {
 		return ctrl.Result{RequeueAfter: requeueRunning}, nil
 	case fsm.Upgrading:
 		return r.reconcileUpgrade(ctx, s)
+	case fsm.Scaling:
+		return r.reconcileScale(ctx, s)
 	case fsm.Failed:
 		if !formedOnce(&s.cluster.Status) {
 			// Creating failed (timed out waiting for pods, say): once the cause is gone

@@ -67,20 +67,17 @@ func (r *Reconciler) observation(s *scope) fsm.Observation {
 		o.ClusterOK = st.ClusterOK()
 		o.SlotsPlaced = st.NoOpenSlots() && st.Masters() == masters
 		o.RemovedNodesForgotten = o.ObservedReplicas == rc.Spec.Replicas
+		if fsm.Phase(rc.Status.Phase) == fsm.Scaling {
+			// Done only when the slots match the plan and no member knows a node beyond
+			// the new size (the leaving ones forgotten everywhere).
+			o.SlotsPlaced = scalePlaced(s)
+			o.RemovedNodesForgotten = o.RemovedNodesForgotten && st.KnowsOnly() && len(st.Members) == s.desiredReplicas()
+		}
 		o.ReplicasInSync = st.NoFailures() && allLinksUp(st) && replicationInSync(s)
 		// Slots whose master and every replica are gone (or that nobody claims) stay down
 		// until a human restores them: healing cannot invent their keys. A master that is
 		// only down, with a replica to promote, is not broken.
 		o.Broken = len(st.LostSlots()) > 0
-	}
-	// A formed cluster is not resized until slot migration exists (holdFormedStatefulSet
-	// keeps the StatefulSet's size): say so, and let the operation fail rather than
-	// pretend to make progress. A new template is rolled by Upgrading.
-	if phase := fsm.Phase(rc.Status.Phase); formedOnce(&rc.Status) && (phase == fsm.Scaling || phase == fsm.Upgrading || phase == fsm.Failed) &&
-		o.DesiredReplicas != o.ObservedReplicas {
-		o.CannotProceed = true
-		o.CannotProceedMessage = fmt.Sprintf("spec.replicas: changing a formed cluster from %d to %d instances needs slot migration, which this operator version does not do yet; the StatefulSet keeps its size and no key is moved. Set spec.replicas back to %d to recover",
-			o.ObservedReplicas, o.DesiredReplicas, o.ObservedReplicas)
 	}
 	return o
 }

@@ -141,10 +141,8 @@ func (r *Reconciler) compareTemplate(s *scope) error {
 	return nil
 }
 
-// holdFormedStatefulSet keeps a formed cluster's StatefulSet at its applied size and, but
-// in Upgrading, its applied pod template. Resizing must move slots first, which the
-// operator does not do yet, so a new size is never applied and the phase machine says
-// why. A new template (and the ConfigMap it reads) is applied only by the Upgrading phase,
+// holdFormedStatefulSet keeps a formed cluster's StatefulSet at its applied size (but
+// when Scaling out) and, but in Upgrading, its applied pod template. A new template (and the ConfigMap it reads) is applied only by the Upgrading phase,
 // which then restarts the pods itself (the StatefulSet is OnDelete), failing each master
 // over first; any other phase keeps the template so Running only decides to upgrade.
 func holdFormedStatefulSet(s *scope) {
@@ -152,6 +150,10 @@ func holdFormedStatefulSet(s *scope) {
 		return
 	}
 	upgrading := fsm.Phase(s.cluster.Status.Phase) == fsm.Upgrading
+	// Scaling out applies the new size at once (the new pods are met and given slots once
+	// they run); scaling in keeps it until the leaving nodes hold nothing and are forgotten
+	// (reconcileScale shrinks the StatefulSet then).
+	growing := fsm.Phase(s.cluster.Status.Phase) == fsm.Scaling && s.cluster.Spec.Replicas > *s.statefulSet.Spec.Replicas
 	owned, err := extractOwned(s.statefulSet)
 	if err != nil {
 		return
@@ -171,7 +173,9 @@ func holdFormedStatefulSet(s *scope) {
 		if obj.GetKind() != "StatefulSet" {
 			continue
 		}
-		_ = unstructured.SetNestedField(obj.Object, int64(*s.statefulSet.Spec.Replicas), "spec", "replicas")
+		if !growing {
+			_ = unstructured.SetNestedField(obj.Object, int64(*s.statefulSet.Spec.Replicas), "spec", "replicas")
+		}
 		if found && !upgrading {
 			_ = unstructured.SetNestedField(obj.Object, appliedTemplate, "spec", "template")
 		}

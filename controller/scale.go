@@ -1,0 +1,142 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
+	"github.com/hc-middleware/redis-cluster-operator/redis"
+)
+
+// scaleBudget bounds the slots one reconcile migrates, so status, pause and deletion stay
+// responsive; the next reconcile goes on from Redis' own state.
+const scaleBudget = 2 * time.Second
+
+// scaleRequest is what the spec asks of a resize whose pods are members[:keep].
+func scaleRequest(rc *redisv1alpha1.RedisCluster, keep int) (redis.ScaleRequest, error) {
+	pipeline, err := rc.Spec.PipelineKeys()
+	if err != nil {
+		return redis.ScaleRequest{}, err
+	}
+	rpm := int(rc.Spec.ReplicasPerMasterOrDefault())
+	req := redis.ScaleRequest{Masters: int(rc.Spec.Masters()), ReplicasPerMaster: rpm, Keep: keep, Pipeline: pipeline, Budget: scaleBudget}
+	if u := rc.Spec.UpdateStrategy; u.Type == redisv1alpha1.UpdateStrategyAssignReceive {
+		req.Assign = []redis.Assignment{}
+		for _, a := range u.AssignStrategies {
+			req.Assign = append(req.Assign, redis.Assignment{Slots: int(a.Slots), From: splitList(a.FromReplicas)})
+		}
+		// Entry i is for the i-th master added: the masters before them are the old ones,
+		// and the pods added by this scale-out come after theirs.
+		req.NewFrom = (req.Masters - len(u.AssignStrategies)) * (1 + rpm)
+	}
+	return req, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == ',' {
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	return out
+}
+
+// reconcileScale takes one bounded step of a resize (redis.Scale). Scale-out: the
+// StatefulSet already has the new size (holdFormedStatefulSet lets it through in Scaling);
+// once every pod runs and answers, the new nodes are met, the new masters receive slots
+// per updateStrategy and the rest become replicas. Scale-in: the slots move off the
+// leaving masters, every kept node forgets the leaving ones (which are reset), and only
+// then does the StatefulSet shrink.
+func (r *Reconciler) reconcileScale(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if s.decision.Changed() {
+		return ctrl.Result{Requeue: true}, nil
+	}
+	rc := s.cluster
+	desired := s.desiredReplicas()
+	sts := s.statefulSet
+	if sts == nil || sts.Spec.Replicas == nil {
+		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
+	}
+	current := int(*sts.Spec.Replicas)
+	need := max(current, desired)
+	if s.podsUp() < need || len(s.members) < need {
+		s.reason = fmt.Sprintf("Scaling: %d/%d pods running", s.podsUp(), need)
+		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
+	}
+	members := s.members[:need]
+	for i, m := range members {
+		if m.Pod != fmt.Sprintf("%s-%d", rc.Name, i) {
+			return ctrl.Result{RequeueAfter: requeueWaiting}, nil
+		}
+	}
+	req, err := scaleRequest(rc, desired)
+	if err != nil {
+		return ctrl.Result{RequeueAfter: requeueFailed}, r.redecide(s, err)
+	}
+	if desired > current {
+		req.Keep = need
+	}
+	f := r.redis.factory(client.ObjectKeyFromObject(rc), s.password)
+	sctx, cancel := context.WithTimeout(ctx, scaleBudget+healBudget)
+	defer cancel()
+	p, err := redis.Scale(sctx, f, members, req)
+	r.recordActions(s, p.Actions)
+	if p.MovedSlots > 0 {
+		log.FromContext(ctx).Info("Migrated slots", "slots", p.MovedSlots, "keys", p.MovedKeys, "remaining", p.Remaining)
+		r.Recorder.Eventf(rc, "Normal", ReasonRedisAction, "MigrateSlots: moved %d slots (%d keys), %d left", p.MovedSlots, p.MovedKeys, p.Remaining)
+	}
+	switch {
+	case errors.Is(err, redis.ErrRefused):
+		r.warnOnce(s, ReasonRedisError, err.Error())
+		return ctrl.Result{RequeueAfter: requeueFailed}, r.redecide(s, err)
+	case err != nil:
+		r.warnOnce(s, ReasonRedisError, fmt.Sprintf("Scaling: %v", err))
+		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
+	}
+	s.reason = "Scaling: " + p.Phase
+	if p.Remaining > 0 {
+		s.reason = fmt.Sprintf("Scaling: %s, %d slots left", p.Phase, p.Remaining)
+	}
+	if p.Done && current > desired {
+		// The leaving nodes hold nothing and nobody knows them: shrink the StatefulSet.
+		for _, obj := range s.rendered {
+			if obj.GetKind() == "StatefulSet" {
+				_ = unstructured.SetNestedField(obj.Object, int64(desired), "spec", "replicas")
+				s.stale = []*unstructured.Unstructured{obj}
+			}
+		}
+		if _, err := r.applyObjects(ctx, s); err != nil {
+			return ctrl.Result{}, err
+		}
+		r.Recorder.Eventf(rc, "Normal", ReasonApplied, "Shrank StatefulSet %s to %d pods", rc.Name, desired)
+	}
+	if p.Remaining > 0 || len(p.Actions) > 0 || p.MovedSlots > 0 {
+		return ctrl.Result{Requeue: true}, nil
+	}
+	return ctrl.Result{RequeueAfter: requeueSoon}, nil
+}
+
+// scalePlaced is the SlotsPlaced guard while Scaling: the slots sit where the plan puts
+// them (no move left) and none is open.
+func scalePlaced(s *scope) bool {
+	st := s.redis
+	if st == nil || !st.NoOpenSlots() || st.Masters() != int(s.cluster.Spec.Masters()) {
+		return false
+	}
+	req, err := scaleRequest(s.cluster, len(st.Members))
+	if err != nil {
+		return false
+	}
+	moves, err := redis.PlanScale(st, req)
+	return err == nil && len(moves) == 0
+}
