@@ -69,8 +69,9 @@ func (r *Reconciler) reconcileScale(ctx context.Context, s *scope) (ctrl.Result,
 	}
 	current := int(*sts.Spec.Replicas)
 	need := max(current, desired)
-	if s.podsUp() < need || len(s.members) < need {
-		s.reason = fmt.Sprintf("Scaling: %d/%d pods running", s.podsUp(), need)
+	// Every pod of either size: on scale-in the leaving ones are emptied first.
+	if len(s.members) < need {
+		s.reason = fmt.Sprintf("Scaling: %d/%d pods running", len(s.members), need)
 		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
 	}
 	members := s.members[:need]

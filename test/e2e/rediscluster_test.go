@@ -235,8 +235,8 @@ func expectFormed(ctx context.Context, g Gomega, ns, name string, rc *redisv1alp
 }
 
 // TestRedisClusterLifecycle follows one cluster through the phases: the demo sample forms,
-// serves keys from any node, idles, freezes while paused, fails to scale (slot migration is
-// not there yet) without losing anything, recovers when the spec is set back, and is
+// serves keys from any node, idles, freezes a resize while paused, resizes once un-paused
+// and back without losing anything, and is
 // deleted in the foreground.
 func TestRedisClusterLifecycle(t *testing.T) {
 	g := NewWithT(t)
@@ -326,13 +326,10 @@ func TestRedisClusterLifecycle(t *testing.T) {
 		}, 6*time.Second, 500*time.Millisecond).Should(Equal("Running 6"))
 
 		patchSpec(ctx, t, ns, name, `{"pause":false}`)
-		// Scaling a formed cluster needs slot migration, which this version does not do: the
-		// operator says so, fails the operation and keeps every pod (and key).
-		g.Eventually(func() redisv1alpha1.RedisClusterPhase { return getCluster(ctx, t, ns, name).Status.Phase }, time.Minute, 200*time.Millisecond).
-			Should(Equal(redisv1alpha1.PhaseFailed))
-		failed := getCluster(ctx, t, ns, name)
-		g.Expect(failed.Status.Reason).To(ContainSubstring("spec.replicas: changing a formed cluster from 6 to 8"))
-		g.Expect(statefulSetReplicas(ctx, t, ns, name)).To(BeEquivalentTo(6))
+		// Un-paused, the change is made: Scaling migrates slots to the new master, then back.
+		g.Expect(stack.WaitForPhase(ctx, ns, name, "Running", 4*time.Minute)).To(Succeed())
+		g.Expect(statefulSetReplicas(ctx, t, ns, name)).To(BeEquivalentTo(8))
+		g.Expect(getCluster(ctx, t, ns, name).Status.Masters).To(BeEquivalentTo(4))
 
 		patchSpec(ctx, t, ns, name, `{"replicas":6}`)
 		g.Expect(stack.WaitForPhase(ctx, ns, name, "Running", time.Minute)).To(Succeed())

@@ -1,0 +1,151 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
+	"github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/test/e2e/framework"
+)
+
+const scaleKeys = 500
+
+// TestScaleOutAndIn resizes the demo sample with `kubectl scale` while a client writes:
+// 6 → 8 pods gives 4 masters of ~4096 slots with a replica each, 8 → 6 gives 3 masters
+// again, every node knowing exactly the 6 left; no key is lost either way.
+func TestScaleOutAndIn(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	operator(t)
+	ns, name := "e2e-scale", "demo"
+	cleanup, err := stack.CreateNamespace(ctx, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	applyCluster(ctx, t, demoSample, ns, nil)
+	if err := stack.WaitForPhase(ctx, ns, name, "Running", formTime); err != nil {
+		t.Fatal(err)
+	}
+	eventuallyFormed(ctx, t, ns, name)
+	c, err := stack.RedisClient(ctx, ns, selectorOf(name), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < scaleKeys; i++ {
+		if err := c.Set(ctx, fmt.Sprintf("scale-%d", i), i, 0).Err(); err != nil {
+			t.Fatalf("SET scale-%d: %v", i, err)
+		}
+	}
+	c.Close()
+
+	w := &writer{errs: map[string]int{}}
+	stop, done := make(chan struct{}), make(chan struct{})
+	go w.run(ctx, ns, name, stop, done)
+	defer func() {
+		select {
+		case <-done:
+		default:
+			close(stop)
+			<-done
+		}
+	}()
+
+	out := resize(ctx, t, ns, name, 8)
+	expectShape(ctx, t, ns, name, 8, 4, 4096)
+	in := resize(ctx, t, ns, name, 6)
+	eventuallyFormed(ctx, t, ns, name)
+	expectShape(ctx, t, ns, name, 6, 3, 5461)
+	close(stop)
+	<-done
+	expectScaleKeys(ctx, t, ns, name, w.ok)
+	t.Logf("scale: out 6->8 %.1fs, in 8->6 %.1fs; writes during it: %d ok, %d failed %v", out.Seconds(), in.Seconds(), len(w.ok), w.failed, w.errs)
+	evs, err := stack.Events(ctx, getCluster(ctx, t, ns, name))
+	if err == nil {
+		for _, e := range evs {
+			if e.Reason == "RedisAction" && len(e.Message) > 12 && e.Message[:12] == "MigrateSlots" {
+				t.Logf("event: %s", e.Message)
+			}
+		}
+	}
+}
+
+func resize(ctx context.Context, t *testing.T, ns, name string, n int) time.Duration {
+	t.Helper()
+	start := time.Now()
+	if out, err := stack.Kubectl("-n", ns, "scale", "rec/"+name, fmt.Sprintf("--replicas=%d", n)); err != nil {
+		t.Fatalf("kubectl scale: %v: %s", err, out)
+	}
+	if err := stack.WaitForPhase(ctx, ns, name, "Scaling", 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := stack.WaitForPhase(ctx, ns, name, "Running", 4*time.Minute); err != nil {
+		t.Fatalf("%v; reason: %s", err, getCluster(ctx, t, ns, name).Status.Reason)
+	}
+	return time.Since(start)
+}
+
+// expectShape checks from every pod's Redis: the node count, the masters with one replica
+// each, and every master's share of the slots (± 1).
+func expectShape(ctx context.Context, t *testing.T, ns, name string, pods, masters, share int) {
+	t.Helper()
+	NewWithT(t).Eventually(func(g Gomega) {
+		ps, err := stack.Pods(ctx, ns, selectorOf(name))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(ps).To(HaveLen(pods))
+		for _, p := range ps {
+			c := framework.NodeClient(p.Status.PodIP, "")
+			text, err := c.ClusterNodes(ctx).Result()
+			c.Close()
+			g.Expect(err).NotTo(HaveOccurred())
+			nodes, err := redis.ParseClusterNodes(text)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(nodes).To(HaveLen(pods), "CLUSTER NODES on %s", p.Name)
+			replicas, ms := map[string]int{}, 0
+			for _, n := range nodes {
+				g.Expect(n.Migrating).To(BeEmpty())
+				g.Expect(n.Importing).To(BeEmpty())
+				if n.Replica {
+					replicas[n.MasterID]++
+				}
+			}
+			for _, n := range nodes {
+				if n.Master && len(n.Slots) > 0 {
+					ms++
+					g.Expect(n.Slots.Count()).To(BeNumerically("~", share, 1), "slots of %s", n.ID)
+					g.Expect(replicas[n.ID]).To(Equal(1), "replicas of %s", n.ID)
+				}
+			}
+			g.Expect(ms).To(Equal(masters))
+		}
+		rc := getCluster(ctx, t, ns, name)
+		g.Expect(rc.Status.Phase).To(Equal(redisv1alpha1.PhaseRunning))
+		g.Expect(rc.Status.Masters).To(BeEquivalentTo(masters))
+	}, time.Minute, time.Second).Should(Succeed())
+}
+
+func expectScaleKeys(ctx context.Context, t *testing.T, ns, name string, written []string) {
+	t.Helper()
+	c, err := stack.RedisClient(ctx, ns, selectorOf(name), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := 0; i < scaleKeys; i++ {
+		if v, err := c.Get(ctx, fmt.Sprintf("scale-%d", i)).Int(); err != nil || v != i {
+			t.Fatalf("GET scale-%d = %v, %v", i, v, err)
+		}
+	}
+	for _, k := range written {
+		if err := c.Get(ctx, k).Err(); err != nil {
+			t.Fatalf("GET %s (written while scaling): %v", k, err)
+		}
+	}
+}
