@@ -327,12 +327,14 @@ func TestRedisClusterLifecycle(t *testing.T) {
 
 		patchSpec(ctx, t, ns, name, `{"pause":false}`)
 		// Un-paused, the change is made: Scaling migrates slots to the new master, then back.
+		g.Expect(stack.WaitForPhase(ctx, ns, name, "Scaling", 30*time.Second)).To(Succeed())
 		g.Expect(stack.WaitForPhase(ctx, ns, name, "Running", 4*time.Minute)).To(Succeed())
 		g.Expect(statefulSetReplicas(ctx, t, ns, name)).To(BeEquivalentTo(8))
 		g.Expect(getCluster(ctx, t, ns, name).Status.Masters).To(BeEquivalentTo(4))
 
 		patchSpec(ctx, t, ns, name, `{"replicas":6}`)
-		g.Expect(stack.WaitForPhase(ctx, ns, name, "Running", time.Minute)).To(Succeed())
+		g.Expect(stack.WaitForPhase(ctx, ns, name, "Scaling", 30*time.Second)).To(Succeed())
+		g.Expect(stack.WaitForPhase(ctx, ns, name, "Running", 4*time.Minute)).To(Succeed())
 		eventuallyFormed(ctx, t, ns, name)
 		c, err := stack.RedisClient(ctx, ns, selectorOf(name), "")
 		g.Expect(err).NotTo(HaveOccurred())
