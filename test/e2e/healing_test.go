@@ -135,11 +135,7 @@ func pickPod(ctx context.Context, t *testing.T, ns, name, role string) string {
 
 func formHealCluster(ctx context.Context, t *testing.T, ns, name string, mutate func(*unstructured.Unstructured)) {
 	t.Helper()
-	applyCluster(ctx, t, demoSample, ns, mutate)
-	if err := stack.WaitForPhase(ctx, ns, name, "Running", formTime); err != nil {
-		t.Fatal(err)
-	}
-	eventuallyFormed(ctx, t, ns, name)
+	formDemo(ctx, t, ns, mutate)
 	writeKeys(ctx, t, ns, name)
 }
 
@@ -148,13 +144,7 @@ func formHealCluster(ctx context.Context, t *testing.T, ns, name string, mutate 
 func TestHealingPodsBackAtNewAddresses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	operator(t)
 	ns, name := "e2e-heal", "demo"
-	cleanup, err := stack.CreateNamespace(ctx, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cleanup()
 	formHealCluster(ctx, t, ns, name, nil)
 
 	t.Run("a master pod back at a new address", func(t *testing.T) {
@@ -196,13 +186,7 @@ func TestHealingPodsBackAtNewAddresses(t *testing.T) {
 func TestHealingEmptyReplicaPod(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	operator(t)
 	ns, name := "e2e-heal-empty", "demo"
-	cleanup, err := stack.CreateNamespace(ctx, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cleanup()
 	formHealCluster(ctx, t, ns, name, func(u *unstructured.Unstructured) {
 		pods, _, _ := unstructured.NestedSlice(u.Object, "spec", "pod")
 		pod := pods[0].(map[string]any)

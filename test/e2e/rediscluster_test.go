@@ -101,6 +101,24 @@ func stopOperator() {
 	}
 }
 
+// formDemo starts the operator if needed, creates namespace ns (deleted when the test
+// ends), applies the demo sample into it after mutate edits it, and waits until the
+// cluster "demo" is Running and formed.
+func formDemo(ctx context.Context, t *testing.T, ns string, mutate func(*unstructured.Unstructured)) {
+	t.Helper()
+	operator(t)
+	cleanup, err := stack.CreateNamespace(ctx, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cleanup)
+	applyCluster(ctx, t, demoSample, ns, mutate)
+	if err := stack.WaitForPhase(ctx, ns, "demo", "Running", formTime); err != nil {
+		t.Fatal(err)
+	}
+	eventuallyFormed(ctx, t, ns, "demo")
+}
+
 // applyCluster applies a RedisCluster manifest into ns after mutate edits it.
 func applyCluster(ctx context.Context, t *testing.T, file, ns string, mutate func(*unstructured.Unstructured)) *unstructured.Unstructured {
 	t.Helper()
@@ -242,17 +260,10 @@ func TestRedisClusterLifecycle(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	operator(t)
 	ns, name := "e2e-lifecycle", "demo"
-	cleanup, err := stack.CreateNamespace(ctx, ns)
-	g.Expect(err).NotTo(HaveOccurred())
-	defer cleanup()
-
-	applyCluster(ctx, t, demoSample, ns, nil)
 	start := time.Now()
-	g.Expect(stack.WaitForPhase(ctx, ns, name, "Running", formTime)).To(Succeed())
-	t.Logf("Running %.1fs after apply", time.Since(start).Seconds())
-	eventuallyFormed(ctx, t, ns, name)
+	formDemo(ctx, t, ns, nil)
+	t.Logf("Running and formed %.1fs after apply", time.Since(start).Seconds())
 	rc := getCluster(ctx, t, ns, name)
 	g.Expect(meta.IsStatusConditionTrue(rc.Status.ClusterConditions, "Ready")).To(BeTrue())
 	g.Expect(rc.Status.ObservedGeneration).To(Equal(rc.Generation))

@@ -23,18 +23,8 @@ const scaleKeys = 500
 func TestScaleOutAndIn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	operator(t)
 	ns, name := "e2e-scale", "demo"
-	cleanup, err := stack.CreateNamespace(ctx, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cleanup()
-	applyCluster(ctx, t, demoSample, ns, nil)
-	if err := stack.WaitForPhase(ctx, ns, name, "Running", formTime); err != nil {
-		t.Fatal(err)
-	}
-	eventuallyFormed(ctx, t, ns, name)
+	formDemo(ctx, t, ns, nil)
 	c, err := stack.RedisClient(ctx, ns, selectorOf(name), "")
 	if err != nil {
 		t.Fatal(err)

@@ -83,18 +83,8 @@ func (w *writer) run(ctx context.Context, ns, name string, stop <-chan struct{},
 func TestUpgradeFailsMastersOverBeforeRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	operator(t)
 	ns, name := "e2e-upgrade", "demo"
-	cleanup, err := stack.CreateNamespace(ctx, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cleanup()
-	applyCluster(ctx, t, demoSample, ns, nil)
-	if err := stack.WaitForPhase(ctx, ns, name, "Running", formTime); err != nil {
-		t.Fatal(err)
-	}
-	eventuallyFormed(ctx, t, ns, name)
+	formDemo(ctx, t, ns, nil)
 	writeUpgradeKeys(ctx, t, ns, name)
 
 	w := &writer{errs: map[string]int{}}
