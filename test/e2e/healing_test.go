@@ -23,32 +23,38 @@ import (
 
 const healKeys = 100
 
-// writeKeys writes heal-0 … heal-99 through a cluster client.
-func writeKeys(ctx context.Context, t *testing.T, ns, name string) {
+// writeKeys writes PREFIX-0 … PREFIX-(n-1), each holding its number, through a cluster client.
+func writeKeys(ctx context.Context, t *testing.T, ns, name, prefix string, n int) {
 	t.Helper()
 	c, err := stack.RedisClient(ctx, ns, selectorOf(name), "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	for i := 0; i < healKeys; i++ {
-		if err := c.Set(ctx, fmt.Sprintf("heal-%d", i), i, 0).Err(); err != nil {
-			t.Fatalf("SET heal-%d: %v", i, err)
+	for i := 0; i < n; i++ {
+		if err := c.Set(ctx, fmt.Sprintf("%s-%d", prefix, i), i, 0).Err(); err != nil {
+			t.Fatalf("SET %s-%d: %v", prefix, i, err)
 		}
 	}
 }
 
-// expectKeys reads every key back through a client seeded with the pods' current addresses.
-func expectKeys(ctx context.Context, t *testing.T, ns, name string) {
+// expectKeys reads back the n keys writeKeys wrote and every key a writer reported
+// written, through a client seeded with the pods' current addresses.
+func expectKeys(ctx context.Context, t *testing.T, ns, name, prefix string, n int, written []string) {
 	t.Helper()
 	c, err := stack.RedisClient(ctx, ns, selectorOf(name), "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	for i := 0; i < healKeys; i++ {
-		if v, err := c.Get(ctx, fmt.Sprintf("heal-%d", i)).Int(); err != nil || v != i {
-			t.Fatalf("GET heal-%d = %v, %v", i, v, err)
+	for i := 0; i < n; i++ {
+		if v, err := c.Get(ctx, fmt.Sprintf("%s-%d", prefix, i)).Int(); err != nil || v != i {
+			t.Fatalf("GET %s-%d = %v, %v", prefix, i, v, err)
+		}
+	}
+	for _, k := range written {
+		if err := c.Get(ctx, k).Err(); err != nil {
+			t.Fatalf("GET %s (reported written): %v", k, err)
 		}
 	}
 }
@@ -136,7 +142,7 @@ func pickPod(ctx context.Context, t *testing.T, ns, name, role string) string {
 func formHealCluster(ctx context.Context, t *testing.T, ns, name string, mutate func(*unstructured.Unstructured)) {
 	t.Helper()
 	formDemo(ctx, t, ns, mutate)
-	writeKeys(ctx, t, ns, name)
+	writeKeys(ctx, t, ns, name, "heal", healKeys)
 }
 
 // TestHealingPodsBackAtNewAddresses uses the demo sample (hostPath: each pod's data and
@@ -158,7 +164,7 @@ func TestHealingPodsBackAtNewAddresses(t *testing.T) {
 		took := healed(ctx, t, ns, name, old, start, 90*time.Second)
 		t.Logf("master %s deleted: formed again %.1fs later", pod, took.Seconds())
 		expectStayedRunning(ctx, t, ns, name, phases)
-		expectKeys(ctx, t, ns, name)
+		expectKeys(ctx, t, ns, name, "heal", healKeys, nil)
 	})
 
 	t.Run("every pod back at once at new addresses", func(t *testing.T) {
@@ -176,7 +182,7 @@ func TestHealingPodsBackAtNewAddresses(t *testing.T) {
 		took := healed(ctx, t, ns, name, old, start, 3*time.Minute)
 		t.Logf("all 6 pods deleted: formed again %.1fs later; phase changes meanwhile: %v",
 			took.Seconds(), phaseChanges(ctx, t, ns, name)[len(phases):])
-		expectKeys(ctx, t, ns, name)
+		expectKeys(ctx, t, ns, name, "heal", healKeys, nil)
 	})
 }
 
@@ -217,7 +223,7 @@ func TestHealingEmptyReplicaPod(t *testing.T) {
 			t.Errorf("%s is node %s (%s), want a new replica (old ID %s)", pod, c.NodeID, c.Type, oldID)
 		}
 	}
-	expectKeys(ctx, t, ns, name)
+	expectKeys(ctx, t, ns, name, "heal", healKeys, nil)
 
 	rc := getCluster(ctx, t, ns, name)
 	evs, err := stack.Events(ctx, rc)

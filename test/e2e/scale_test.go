@@ -25,16 +25,7 @@ func TestScaleOutAndIn(t *testing.T) {
 	defer cancel()
 	ns, name := "e2e-scale", "demo"
 	formDemo(ctx, t, ns, nil)
-	c, err := stack.RedisClient(ctx, ns, selectorOf(name), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < scaleKeys; i++ {
-		if err := c.Set(ctx, fmt.Sprintf("scale-%d", i), i, 0).Err(); err != nil {
-			t.Fatalf("SET scale-%d: %v", i, err)
-		}
-	}
-	c.Close()
+	writeKeys(ctx, t, ns, name, "scale", scaleKeys)
 
 	w := &writer{errs: map[string]int{}}
 	stop, done := make(chan struct{}), make(chan struct{})
@@ -55,7 +46,7 @@ func TestScaleOutAndIn(t *testing.T) {
 	expectShape(ctx, t, ns, name, 6, 3, 5461)
 	close(stop)
 	<-done
-	expectScaleKeys(ctx, t, ns, name, w.ok)
+	expectKeys(ctx, t, ns, name, "scale", scaleKeys, w.ok)
 	t.Logf("scale: out 6->8 %.1fs, in 8->6 %.1fs; writes during it: %d ok, %d failed %v", out.Seconds(), in.Seconds(), len(w.ok), w.failed, w.errs)
 	evs, err := stack.Events(ctx, getCluster(ctx, t, ns, name))
 	if err == nil {
@@ -119,23 +110,4 @@ func expectShape(ctx context.Context, t *testing.T, ns, name string, pods, maste
 		g.Expect(rc.Status.Phase).To(Equal(redisv1alpha1.PhaseRunning))
 		g.Expect(rc.Status.Masters).To(BeEquivalentTo(masters))
 	}, time.Minute, time.Second).Should(Succeed())
-}
-
-func expectScaleKeys(ctx context.Context, t *testing.T, ns, name string, written []string) {
-	t.Helper()
-	c, err := stack.RedisClient(ctx, ns, selectorOf(name), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	for i := 0; i < scaleKeys; i++ {
-		if v, err := c.Get(ctx, fmt.Sprintf("scale-%d", i)).Int(); err != nil || v != i {
-			t.Fatalf("GET scale-%d = %v, %v", i, v, err)
-		}
-	}
-	for _, k := range written {
-		if err := c.Get(ctx, k).Err(); err != nil {
-			t.Fatalf("GET %s (written while scaling): %v", k, err)
-		}
-	}
 }

@@ -85,7 +85,7 @@ func TestUpgradeFailsMastersOverBeforeRestart(t *testing.T) {
 	defer cancel()
 	ns, name := "e2e-upgrade", "demo"
 	formDemo(ctx, t, ns, nil)
-	writeUpgradeKeys(ctx, t, ns, name)
+	writeKeys(ctx, t, ns, name, "upg", upgradeKeys)
 
 	w := &writer{errs: map[string]int{}}
 	stop, done := make(chan struct{}), make(chan struct{})
@@ -139,7 +139,7 @@ func TestUpgradeFailsMastersOverBeforeRestart(t *testing.T) {
 		g.Expect(v).To(HaveLen(2))
 		g.Expect(v[1]).To(Equal("33554432"), "maxmemory on %s", p.Name)
 	}
-	expectUpgradeKeys(ctx, t, ns, name, w.ok)
+	expectKeys(ctx, t, ns, name, "upg", upgradeKeys, w.ok)
 
 	evs, err := stack.Events(ctx, getCluster(ctx, t, ns, name))
 	g.Expect(err).NotTo(HaveOccurred())
@@ -162,43 +162,3 @@ func TestUpgradeFailsMastersOverBeforeRestart(t *testing.T) {
 }
 
 const upgradeKeys = 200
-
-func writeUpgradeKeys(ctx context.Context, t *testing.T, ns, name string) {
-	t.Helper()
-	c, err := stack.RedisClient(ctx, ns, selectorOf(name), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	for i := 0; i < upgradeKeys; i++ {
-		if err := c.Set(ctx, fmt.Sprintf("upg-%d", i), i, 0).Err(); err != nil {
-			t.Fatalf("SET upg-%d: %v", i, err)
-		}
-	}
-}
-
-// expectUpgradeKeys reads the 200 keys written before and every key the writer was told
-// was written, through a client seeded with the pods' new addresses.
-func expectUpgradeKeys(ctx context.Context, t *testing.T, ns, name string, written []string) {
-	t.Helper()
-	c, err := stack.RedisClient(ctx, ns, selectorOf(name), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	for i := 0; i < upgradeKeys; i++ {
-		if v, err := c.Get(ctx, fmt.Sprintf("upg-%d", i)).Int(); err != nil || v != i {
-			t.Fatalf("GET upg-%d = %v, %v", i, v, err)
-		}
-	}
-	lost := 0
-	for _, k := range written {
-		if err := c.Get(ctx, k).Err(); err != nil {
-			lost++
-			t.Errorf("GET %s (written during the upgrade): %v", k, err)
-			if lost > 5 {
-				t.FailNow()
-			}
-		}
-	}
-}
