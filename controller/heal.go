@@ -16,6 +16,20 @@ import (
 // healBudget bounds one healing step: an observation and a handful of writes.
 const healBudget = 10 * time.Second
 
+// promoteAfter is how long a master holding slots may be seen failing before the operator
+// promotes its most up-to-date replica itself. Redis fails a master over on its own about
+// 1–2 s after flagging it fail (cluster-node-timeout, 5 s in the template, after it stops
+// answering), and retries a lost election after twice the node timeout; three node
+// timeouts leave Redis that retry and still bound the outage when Redis will never act (no
+// majority of masters, cluster-replica-no-failover, a replica it deems too stale).
+const promoteAfter = 15 * time.Second
+
+// healOptions are the healer's own-failover settings for this cluster.
+func (r *Reconciler) healOptions(s *scope) redis.HealOptions {
+	w, _ := r.failWatches.LoadOrStore(client.ObjectKeyFromObject(s.cluster), redis.NewFailWatch())
+	return redis.HealOptions{Watch: w.(*redis.FailWatch), PromoteAfter: promoteAfter, Now: r.now}
+}
+
 // needsHealing reports whether a cluster that was formed once is not whole: an instance
 // not Ready, unreachable, unconnected or flagged failing, or the Redis cluster not formed
 // as the spec asks (a lost node still known, a member at an old address, a replica
@@ -40,14 +54,24 @@ func (r *Reconciler) reconcileHeal(ctx context.Context, s *scope) (ctrl.Result, 
 		// are not the spec's, and healing them towards it would be wrong.
 		return ctrl.Result{RequeueAfter: requeueFailed}, nil
 	}
-	if s.podsUp() < desired || len(s.members) < desired || s.redis == nil || !s.redis.AllReachable() {
-		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
-	}
 	rc := s.cluster
 	f := r.redis.factory(client.ObjectKeyFromObject(rc), s.password)
 	hctx, cancel := context.WithTimeout(ctx, healBudget)
 	defer cancel()
-	p, err := redis.Heal(hctx, f, s.members[:desired], int(rc.Spec.Masters()), int(rc.Spec.ReplicasPerMasterOrDefault()))
+	if s.podsUp() < desired || len(s.members) < desired || s.redis == nil || !s.redis.AllReachable() {
+		// Pods are missing: nothing is re-pointed or forgotten on a partial view. Only a
+		// master that is gone and that Redis has not failed over in time gets its best
+		// replica promoted, so its slots do not stay down while a pod cannot come back.
+		if len(s.members) > 0 {
+			p, err := redis.Promote(hctx, f, s.members, r.healOptions(s))
+			r.recordActions(s, p.Actions)
+			if err != nil {
+				r.warnOnce(s, ReasonRedisError, fmt.Sprintf("Healing: %v", err))
+			}
+		}
+		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
+	}
+	p, err := redis.HealWith(hctx, f, s.members[:desired], int(rc.Spec.Masters()), int(rc.Spec.ReplicasPerMasterOrDefault()), r.healOptions(s))
 	r.recordActions(s, p.Actions)
 	switch {
 	case errors.Is(err, redis.ErrRefused):

@@ -52,6 +52,9 @@ type Reconciler struct {
 	// a failover in flight is waited for rather than sent again. Lost on restart, which
 	// only means one more FAILOVER to a replica that is already taking over.
 	failovers sync.Map
+	// failWatches keeps, per cluster, a *redis.FailWatch: since when each slot owner has
+	// been seen failing, so healing promotes a replica Redis will not (promoteAfter).
+	failWatches sync.Map
 }
 
 // New builds the reconciler from the manager's clients.
@@ -105,6 +108,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := r.Client.Get(ctx, req.NamespacedName, rc); err != nil {
 		if client.IgnoreNotFound(err) == nil {
 			r.redis.forget(req.NamespacedName)
+			r.failWatches.Delete(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}

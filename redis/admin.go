@@ -36,6 +36,9 @@ type Admin interface {
 	// Failover asks this replica to take over from its master (CLUSTER FAILOVER, the
 	// coordinated kind: the master stops writes until the replica has caught up).
 	Failover(ctx context.Context) error
+	// FailoverMode asks this replica to take over from a master that is gone, with
+	// CLUSTER FAILOVER FORCE or TAKEOVER (FailoverForce, FailoverTakeover).
+	FailoverMode(ctx context.Context, mode string) error
 }
 
 // Factory hands out an Admin per node address, reusing one pooled client per address.

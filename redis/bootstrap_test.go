@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +72,9 @@ func assertFormed(t *testing.T, f Factory, members []Member, password string) {
 			t.Errorf("%s is on the same Kubernetes node as its master %s", fa.Pod, master.Pod)
 		}
 	}
+	sort.Slice(slots, func(i, j int) bool {
+		return len(slots[i]) < len(slots[j]) || len(slots[i]) == len(slots[j]) && slots[i] < slots[j]
+	})
 	if got := strings.Join(slots, " "); got != "0-5460 5461-10922 10923-16383" {
 		t.Errorf("master slots = %q", got)
 	}

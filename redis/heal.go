@@ -14,31 +14,51 @@ const PhaseForgetting = "ForgettingLostNodes"
 
 // PlanHeal decides the next writes that bring a cluster that was formed once back to a
 // formed cluster of `masters` masters with replicasPerMaster replicas each, without ever
-// moving a slot or claiming a node that holds keys. It is pure, and a healthy cluster
-// gives no action. What it fixes:
+// moving a slot, claiming a node that holds keys, or touching the only copy of a slot. It
+// is pure, and a healthy cluster gives no action. overdue names the lost slot owners the
+// operator may fail over itself (see HealOptions); nil leaves every failover to Redis.
 //
+// The first rule is safety: while a master that holds slots is flagged fail or pfail and a
+// replica of it is alive (PendingFailovers), its replicas may hold the only copy of those
+// slots. Healing then only reconnects members (MEET writes no data) and, once the owner is
+// overdue, promotes its most up-to-date replica; it re-points no replica and forgets no
+// node until the slots have an owner that answers. What it fixes:
+//
+//   - a lost master Redis does not fail over within the bound (no majority of masters,
+//     cluster-replica-no-failover, a replica Redis deems too stale): CLUSTER FAILOVER FORCE
+//     on its replica with the highest offset, TAKEOVER when FORCE cannot win a vote;
 //   - members that do not know each other by node ID, know one at an old address (a pod
 //     back with a new IP, or all of them at once: every nodes.conf then points at dead
 //     addresses and only the operator can reconnect them), or see one as noaddr or fail
 //     while it answers: a MEET to its current address. Redis replaces the address of a
 //     known node when the handshake reveals a known ID.
 //   - lost nodes: an ID in some member's view that no member has, flagged fail or noaddr
-//     and holding no slots, is forgotten on every member that knows it in the same plan,
-//     because FORGET bans the ID for only 60 s and a member that still knows it would
-//     gossip it back. A lost node holding slots is never forgotten: its slots are lost
-//     data, left to the Broken/Failed path.
-//   - an empty master (a fresh pod: no slots, no keys) and a replica whose master is lost
-//     or no master any more: REPLICATE to a master lacking replicas, preferring one on
-//     another Kubernetes node.
-func PlanHeal(st *ClusterState, masters, replicasPerMaster int) Plan {
+//     and holding slots in no member's view, is forgotten on every member that knows it in
+//     the same plan, because FORGET bans the ID for only 60 s and a member that still knows
+//     it would gossip it back. A lost node holding slots is never forgotten: its slots are
+//     lost data, left to the Broken/Failed path.
+//   - an empty master (a fresh pod: no slots, no keys) and a replica whose master is no
+//     member and holds slots in no view: REPLICATE to a master lacking replicas, preferring
+//     one on another Kubernetes node. A replica whose master still holds slots in some view
+//     is never re-pointed.
+func PlanHeal(st *ClusterState, masters, replicasPerMaster int, overdue map[string]bool) Plan {
+	promote, needOffsets := planPromote(st, overdue)
+	if len(needOffsets) > 0 {
+		return Plan{Phase: PhaseWaitingForFailover, NeedOffsets: needOffsets}
+	}
 	if down := st.Unreachable(); len(down) > 0 {
-		return Plan{Phase: PhaseWaitingForPods}
+		return Plan{Phase: PhaseWaitingForPods, Actions: promote}
 	}
 	if err := checkShape(st, masters, replicasPerMaster); err != nil {
 		return refuse(err)
 	}
 	p := Plan{Phase: PhaseConverging}
 	meets := planReconnect(st)
+	if pending := st.PendingFailovers(); len(pending) > 0 {
+		p.Phase = PhaseWaitingForFailover
+		p.Actions = append(meets, promote...)
+		return p
+	}
 	roles, waitKeys, err := planReattach(st, &p, replicasPerMaster)
 	if err != nil {
 		return refuse(err)
@@ -148,9 +168,11 @@ func planReattach(st *ClusterState, p *Plan, replicasPerMaster int) ([]Action, [
 		case self.Replica:
 			if mi, ok := index[self.MasterID]; ok && isServing[mi] {
 				existing[i] = mi
-			} else {
+			} else if !st.OwnsSlotsAnywhere(self.MasterID) {
 				homeless = append(homeless, i)
 			}
+			// else: its master holds slots in some view and this replica may hold their
+			// only copy; it is left alone until a failover settles who owns them.
 		case len(self.Slots) == 0:
 			// An empty master: a fresh pod, or one whose data dir was lost.
 			if !m.KeysKnown {

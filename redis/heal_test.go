@@ -87,8 +87,8 @@ func TestPlanHeal(t *testing.T) {
 		{"one pod with a new IP", func(st *ClusterState) { moveMember(st, 1, 8001) }, PhaseMeeting,
 			"Made demo-0 meet demo-1 at 127.0.0.1:8001; Made demo-2 meet demo-1 at 127.0.0.1:8001; Made demo-3 meet demo-1 at 127.0.0.1:8001; " +
 				"Made demo-4 meet demo-1 at 127.0.0.1:8001; Made demo-5 meet demo-1 at 127.0.0.1:8001"},
-		{"a member seen fail while it answers", func(st *ClusterState) { st.Members[0].find(fmt.Sprintf("%040x", 3)).Fail = true }, PhaseMeeting,
-			"Made demo-0 meet demo-2 at 127.0.0.1:7002"},
+		{"a member seen fail while it answers", func(st *ClusterState) { st.Members[0].find(fmt.Sprintf("%040x", 3)).Fail = true }, PhaseWaitingForFailover,
+			"Made demo-0 meet demo-2 at 127.0.0.1:7002"}, // a slot owner flagged fail: nothing but meets until the flag clears
 		{"a handshake already in flight", func(st *ClusterState) {
 			moveMember(st, 1, 8001)
 			for j := range st.Members {
@@ -133,7 +133,7 @@ func TestPlanHeal(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			st := formedState()
 			tt.edit(st)
-			p := PlanHeal(st, 3, 1)
+			p := PlanHeal(st, 3, 1, nil)
 			if got := kinds(p.Actions); got != tt.want || p.Phase != tt.phase || p.Refusal != nil {
 				t.Errorf("got %s (%s, %v)\nwant %s (%s)", got, p.Phase, p.Refusal, tt.want, tt.phase)
 			}
@@ -149,7 +149,7 @@ func TestPlanHealAllPodsWithNewIPs(t *testing.T) {
 	for i := range st.Members {
 		moveMember(st, i, 8000+i)
 	}
-	p := PlanHeal(st, 3, 1)
+	p := PlanHeal(st, 3, 1, nil)
 	if len(p.Actions) != 15 || p.Phase != PhaseMeeting {
 		t.Fatalf("want one MEET per pair (15), got %d: %s", len(p.Actions), kinds(p.Actions))
 	}
@@ -165,11 +165,11 @@ func TestPlanHealChecksKeysBeforeClaiming(t *testing.T) {
 	replaceMember(st, 4)
 	learnAll(st, 4)
 	st.Members[4].KeysKnown = false
-	if p := PlanHeal(st, 3, 1); len(p.Actions) != 0 || len(p.NeedKeys) != 1 || p.NeedKeys[0] != 4 {
+	if p := PlanHeal(st, 3, 1, nil); len(p.Actions) != 0 || len(p.NeedKeys) != 1 || p.NeedKeys[0] != 4 {
 		t.Fatalf("actions %s, need keys %v", kinds(p.Actions), p.NeedKeys)
 	}
 	st.Members[4].KeysKnown, st.Members[4].Keys = true, 3
-	p := PlanHeal(st, 3, 1)
+	p := PlanHeal(st, 3, 1, nil)
 	if p.Refusal == nil || !strings.Contains(p.Refusal.Error(), "pod demo-4") || len(p.Actions) != 0 || p.Phase != PhaseRefused {
 		t.Fatalf("refusal %v, actions %s", p.Refusal, kinds(p.Actions))
 	}
@@ -179,7 +179,7 @@ func TestPlanHealWaitsForUnreachable(t *testing.T) {
 	st := formedState()
 	moveMember(st, 1, 8001)
 	st.Members[2].Err, st.Members[2].Nodes = fmt.Errorf("refused"), nil
-	if p := PlanHeal(st, 3, 1); len(p.Actions) != 0 || p.Phase != PhaseWaitingForPods {
+	if p := PlanHeal(st, 3, 1, nil); len(p.Actions) != 0 || p.Phase != PhaseWaitingForPods {
 		t.Fatalf("plan %+v", p)
 	}
 }

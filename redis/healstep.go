@@ -11,17 +11,29 @@ import (
 // INFO per member and no write. A refusal (an empty master holding keys) wraps ErrRefused
 // and writes nothing.
 func Heal(ctx context.Context, f Factory, members []Member, masters, replicasPerMaster int) (Progress, error) {
+	return HealWith(ctx, f, members, masters, replicasPerMaster, HealOptions{})
+}
+
+// HealWith is Heal with the operator's own failover of lost masters (opts.Watch) enabled.
+func HealWith(ctx context.Context, f Factory, members []Member, masters, replicasPerMaster int, opts HealOptions) (Progress, error) {
 	b := newBootstrapper(f)
 	st, err := Observe(ctx, f, members)
 	if err != nil {
 		return Progress{Phase: PhaseWaitingForPods}, fmt.Errorf("failed to observe cluster: %w", err)
 	}
-	plan := PlanHeal(st, masters, replicasPerMaster)
+	overdue := opts.overdue(st)
+	plan := PlanHeal(st, masters, replicasPerMaster, overdue)
+	if len(plan.NeedOffsets) > 0 {
+		if err := readOffsets(ctx, f, st, plan.NeedOffsets); err != nil {
+			return Progress{Phase: plan.Phase}, err
+		}
+		plan = PlanHeal(st, masters, replicasPerMaster, overdue)
+	}
 	if len(plan.NeedKeys) > 0 {
 		if err := b.readKeys(ctx, st, plan.NeedKeys); err != nil {
 			return Progress{Phase: plan.Phase}, err
 		}
-		plan = PlanHeal(st, masters, replicasPerMaster)
+		plan = PlanHeal(st, masters, replicasPerMaster, overdue)
 	}
 	prog := Progress{Phase: plan.Phase, Done: plan.Done}
 	for _, m := range plan.Masters {
@@ -31,7 +43,18 @@ func Heal(ctx context.Context, f Factory, members []Member, masters, replicasPer
 		return prog, fmt.Errorf("%w: %w", ErrRefused, plan.Refusal)
 	}
 	prog.Actions = plan.Actions
-	if err := b.execute(ctx, st, plan.Actions); err != nil {
+	var promote, rest []Action
+	for _, a := range plan.Actions {
+		if a.Kind == ActionFailover {
+			promote = append(promote, a)
+		} else {
+			rest = append(rest, a)
+		}
+	}
+	if err := b.execute(ctx, st, rest); err != nil {
+		return prog, fmt.Errorf("failed to heal cluster: %w", err)
+	}
+	if err := executePromotions(ctx, f, st, promote, opts); err != nil {
 		return prog, fmt.Errorf("failed to heal cluster: %w", err)
 	}
 	return prog, nil

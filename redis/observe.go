@@ -25,6 +25,10 @@ type MemberState struct {
 	// bootstrap reads it only for members it is about to claim.
 	Keys      int64
 	KeysKnown bool
+	// ReplOffset is the member's replication offset (INFO replication) when OffsetKnown;
+	// read only for replicas the healer may promote.
+	ReplOffset  int64
+	OffsetKnown bool
 }
 
 // Reachable reports whether the member answered both reads.

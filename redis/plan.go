@@ -29,8 +29,10 @@ type Action struct {
 	// TargetAddr and MasterID are filled from the observation so the executor needs no lookup.
 	TargetAddr string
 	MasterID   string
-	// NodeID is the node forgotten (Forget).
+	// NodeID is the node forgotten (Forget), or the lost master taken over from (Failover).
 	NodeID string
+	// Mode is FailoverForce or FailoverTakeover (Failover).
+	Mode string
 	// Message is for events: "Assigned slots 0-5460 to demo-0".
 	Message string
 	// Refresh marks a MEET sent only so a node that knows Member hears its current role
@@ -49,6 +51,9 @@ type Plan struct {
 	// NeedKeys lists members about to be written whose key count is not known yet; the
 	// executor reads DBSIZE for them and plans again.
 	NeedKeys []int
+	// NeedOffsets lists replicas the healer may promote whose replication offset is not
+	// known yet; the executor reads INFO replication for them and plans again.
+	NeedOffsets []int
 	// Refusal is set when bootstrap must not proceed (data on a node, conflicting slots).
 	Refusal error
 	// Phase says where bootstrap stands, in words for the status.

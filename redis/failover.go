@@ -1,0 +1,322 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ActionFailover is a CLUSTER FAILOVER FORCE (or TAKEOVER) sent to the most up-to-date
+// replica of a lost master that Redis did not promote by itself.
+const ActionFailover ActionKind = "Failover"
+
+// PhaseWaitingForFailover: a master holding slots is down and a replica of it can take
+// over; healing waits for that failover before it re-points or forgets any node.
+const PhaseWaitingForFailover = "WaitingForFailover"
+
+// Failover modes of CLUSTER FAILOVER.
+const (
+	// FailoverForce skips the handshake with the (dead) master but still wins the
+	// election with a majority of masters' votes, so two nodes never own one slot.
+	FailoverForce = "FORCE"
+	// FailoverTakeover bumps the epoch without any vote. It is sent only when a majority
+	// of the slot-holding masters is down, because FORCE cannot win then.
+	FailoverTakeover = "TAKEOVER"
+)
+
+// FailingOwner is a node that some member flags fail or pfail while, in that member's
+// view, it still holds slots: its slots are served again only by a failover (or by the
+// node coming back).
+type FailingOwner struct {
+	ID    string
+	Slots SlotRanges
+	// Fail is true when some member flags it fail (a majority of masters agreed), not only
+	// pfail.
+	Fail bool
+	// Member is true when the node is a reachable member: a pod that answers but that a
+	// view still flags, usually for a moment after it came back at a new address.
+	Member bool
+	// Replicas are the indexes of reachable members replicating it: the candidates.
+	Replicas []int
+	// LiveReplica is true when some view shows a replica of it not flagged fail, member
+	// or not: Redis may still promote that one.
+	LiveReplica bool
+}
+
+// FailingOwners lists, sorted by ID, every node flagged fail or pfail by a reachable member
+// while holding slots in that member's view.
+func (s *ClusterState) FailingOwners() []FailingOwner {
+	isMember := map[string]bool{}
+	for _, id := range s.IDs() {
+		if id != "" {
+			isMember[id] = true
+		}
+	}
+	byID := map[string]*FailingOwner{}
+	for i := range s.Members {
+		if !s.Members[i].Reachable() {
+			continue
+		}
+		view := s.Members[i].Nodes
+		for _, n := range view {
+			if n.Myself || !(n.Fail || n.PFail) || len(n.Slots) == 0 {
+				continue
+			}
+			o := byID[n.ID]
+			if o == nil {
+				o = &FailingOwner{ID: n.ID, Member: isMember[n.ID]}
+				byID[n.ID] = o
+			}
+			o.Slots = append(o.Slots, n.Slots...).Normalize()
+			o.Fail = o.Fail || n.Fail
+			o.LiveReplica = o.LiveReplica || hasLiveReplica(view, n.ID)
+		}
+	}
+	out := make([]FailingOwner, 0, len(byID))
+	for _, o := range byID {
+		for i := range s.Members {
+			if self := s.Members[i].Self(); self != nil && self.Replica && self.MasterID == o.ID {
+				o.Replicas = append(o.Replicas, i)
+				o.LiveReplica = true
+			}
+		}
+		out = append(out, *o)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
+	return out
+}
+
+// PendingFailovers are the failing owners whose slots a failover can still save: a replica
+// of theirs is alive, or the node itself answers. While one exists no replica may be
+// re-pointed and no node forgotten: the replica may hold the only copy of those slots.
+// An owner with no replica left is not pending: its slots are lost (LostSlots) and
+// waiting changes nothing.
+func (s *ClusterState) PendingFailovers() []FailingOwner {
+	var out []FailingOwner
+	for _, o := range s.FailingOwners() {
+		if o.Member || o.LiveReplica {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// OwnsSlotsAnywhere reports whether some reachable member's view shows node id holding
+// slots. A replica of such a node holds data nobody else may have.
+func (s *ClusterState) OwnsSlotsAnywhere(id string) bool {
+	for i := range s.Members {
+		if n := s.Members[i].find(id); n != nil && len(n.Slots) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// planPromote sends, for each lost owner in overdue (a failing slot owner that is no
+// reachable member and that Redis has not failed over within the caller's bound), a
+// CLUSTER FAILOVER to its reachable replica with the highest replication offset. It returns
+// the replicas whose offset must be read first.
+func planPromote(st *ClusterState, overdue map[string]bool) (acts []Action, needOffsets []int) {
+	owners := st.FailingOwners()
+	total, alive := slotMasters(st)
+	mode := FailoverForce
+	if alive*2 <= total {
+		mode = FailoverTakeover
+	}
+	for _, o := range owners {
+		if o.Member || !overdue[o.ID] || len(o.Replicas) == 0 {
+			continue
+		}
+		best := -1
+		for _, r := range o.Replicas {
+			m := &st.Members[r]
+			if !m.OffsetKnown {
+				needOffsets = append(needOffsets, r)
+				continue
+			}
+			if best < 0 || m.ReplOffset > st.Members[best].ReplOffset {
+				best = r
+			}
+		}
+		if best < 0 || len(needOffsets) > 0 {
+			continue
+		}
+		acts = append(acts, Action{Kind: ActionFailover, Member: best, NodeID: o.ID, Mode: mode,
+			Message: fmt.Sprintf("Promoted %s (offset %d) with CLUSTER FAILOVER %s: its master %s, holding slots %s, is down and Redis did not fail it over",
+				st.Members[best].Pod, st.Members[best].ReplOffset, mode, o.ID, o.Slots)})
+	}
+	if len(needOffsets) > 0 {
+		return nil, needOffsets
+	}
+	return acts, nil
+}
+
+// slotMasters counts the masters holding slots in any reachable view (total) and those of
+// them that are reachable members not flagged failing by anyone (alive): a failover
+// election needs votes from a majority of total.
+func slotMasters(st *ClusterState) (total, alive int) {
+	failing := map[string]bool{}
+	for _, o := range st.FailingOwners() {
+		failing[o.ID] = true
+	}
+	owners := map[string]bool{}
+	for i := range st.Members {
+		for _, n := range st.Members[i].Nodes {
+			if n.Master && len(n.Slots) > 0 {
+				owners[n.ID] = true
+			}
+		}
+	}
+	for i := range st.Members {
+		if self := st.Members[i].Self(); self != nil && owners[self.ID] && !failing[self.ID] {
+			alive++
+		}
+	}
+	return len(owners), alive
+}
+
+// FailWatch remembers since when the operator has seen each slot owner failing, so healing
+// can tell a failover Redis is still running from one it will never run (no majority,
+// cluster-replica-no-failover, a replica too stale for Redis' validity check). It is kept
+// per cluster in memory: an operator restart only restarts the clock.
+type FailWatch struct {
+	mu       sync.Mutex
+	since    map[string]time.Time
+	promoted map[string]time.Time
+}
+
+// NewFailWatch returns an empty watch.
+func NewFailWatch() *FailWatch {
+	return &FailWatch{since: map[string]time.Time{}, promoted: map[string]time.Time{}}
+}
+
+// promoteCooldown is how long a FAILOVER just sent is given to finish before it may be sent
+// again: Redis' manual failover times out after 5 s (CLUSTER_MF_TIMEOUT).
+const promoteCooldown = 6 * time.Second
+
+// Overdue records the failing owners seen now, forgets the ones no longer failing, and
+// returns those failing for longer than after whose last promotion (if any) is older than
+// the cooldown.
+func (w *FailWatch) Overdue(owners []FailingOwner, now time.Time, after time.Duration) map[string]bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	seen := map[string]bool{}
+	out := map[string]bool{}
+	for _, o := range owners {
+		seen[o.ID] = true
+		if _, ok := w.since[o.ID]; !ok {
+			w.since[o.ID] = now
+		}
+		if now.Sub(w.since[o.ID]) >= after && now.Sub(w.promoted[o.ID]) >= promoteCooldown {
+			out[o.ID] = true
+		}
+	}
+	for id := range w.since {
+		if !seen[id] {
+			delete(w.since, id)
+			delete(w.promoted, id)
+		}
+	}
+	return out
+}
+
+// promoted records that a FAILOVER was sent for the lost master id.
+func (w *FailWatch) markPromoted(id string, now time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.promoted[id] = now
+}
+
+// HealOptions tune the healer's own failover.
+type HealOptions struct {
+	// Watch keeps the failing owners' clocks between calls; nil means the operator never
+	// promotes a replica itself and always leaves failover to Redis.
+	Watch *FailWatch
+	// PromoteAfter is how long a slot owner may stay failing before the operator promotes
+	// its best replica itself.
+	PromoteAfter time.Duration
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+func (o HealOptions) now() time.Time {
+	if o.Now != nil {
+		return o.Now()
+	}
+	return time.Now()
+}
+
+// overdue feeds the observation to the watch and returns the owners overdue for a
+// failover by the operator.
+func (o HealOptions) overdue(st *ClusterState) map[string]bool {
+	if o.Watch == nil {
+		return nil
+	}
+	return o.Watch.Overdue(st.FailingOwners(), o.now(), o.PromoteAfter)
+}
+
+// readOffsets reads INFO replication of the members in idx and records their offsets.
+func readOffsets(ctx context.Context, f Factory, st *ClusterState, idx []int) error {
+	return parallel(idx, func(i int) error {
+		m := &st.Members[i]
+		r, err := f.For(m.Addr).Replication(ctx)
+		if err != nil {
+			return err
+		}
+		m.ReplOffset, m.OffsetKnown = r.Offset, true
+		return nil
+	})
+}
+
+// Promote is the part of healing that may run while pods are missing: for every slot
+// owner that is gone and that Redis has not failed over within opts.PromoteAfter, it
+// promotes that owner's most up-to-date reachable replica. members may be any subset of
+// the pods (the ones that run); nothing else is written.
+func Promote(ctx context.Context, f Factory, members []Member, opts HealOptions) (Progress, error) {
+	st, err := Observe(ctx, f, members)
+	if err != nil {
+		return Progress{Phase: PhaseWaitingForFailover}, fmt.Errorf("failed to observe cluster: %w", err)
+	}
+	overdue := opts.overdue(st)
+	acts, need := planPromote(st, overdue)
+	if len(need) > 0 {
+		if err := readOffsets(ctx, f, st, need); err != nil {
+			return Progress{Phase: PhaseWaitingForFailover}, err
+		}
+		acts, _ = planPromote(st, overdue)
+	}
+	prog := Progress{Phase: PhaseWaitingForPods, Actions: acts}
+	if len(acts) > 0 {
+		prog.Phase = PhaseWaitingForFailover
+	}
+	return prog, executePromotions(ctx, f, st, acts, opts)
+}
+
+// executePromotions sends the failovers and starts their cooldown.
+func executePromotions(ctx context.Context, f Factory, st *ClusterState, acts []Action, opts HealOptions) error {
+	var errs []string
+	for _, a := range acts {
+		if err := f.For(st.Members[a.Member].Addr).FailoverMode(ctx, a.Mode); err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		if opts.Watch != nil {
+			opts.Watch.markPromoted(a.NodeID, opts.now())
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("failed to promote a replica: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// FailoverMode sends CLUSTER FAILOVER FORCE or TAKEOVER to this replica.
+func (a *admin) FailoverMode(ctx context.Context, mode string) error {
+	if err := a.c.Do(ctx, "cluster", "failover", strings.ToLower(mode)).Err(); err != nil {
+		return fmt.Errorf("failed to make %s take over its master with CLUSTER FAILOVER %s: %w", a.addr, mode, err)
+	}
+	return nil
+}
