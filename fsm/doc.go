@@ -1,4 +1,4 @@
-// Package fsm is the phase machine of a RedisCluster (DESIGN.md §3).
+// Package fsm is the phase machine of a RedisCluster (docs/fsm.md).
 //
 // It is pure: it holds no client, speaks to no Redis and reads no clock. The
 // controller observes the world into an Observation, calls Evaluate with the
@@ -8,6 +8,6 @@
 // lands on the same decision.
 //
 // The transitions are one table (table.go) that reads like the table in
-// DESIGN.md; the same table drives the looplab/fsm machine, the guard checks,
+// docs/fsm.md; the same table drives the looplab/fsm machine, the guard checks,
 // the Mermaid diagram and the generated part of docs/fsm.md.
 package fsm

@@ -11,8 +11,8 @@ import (
 	. "github.com/onsi/gomega"
 )
 
-// The table is DESIGN.md §3's, pinned here so that an edit to table.go has
-// to be an edit to this list (and to the design) as well.
+// The table is docs/fsm.md's, pinned here so that an edit to table.go has
+// to be an edit to this list (and to the documented contract) as well.
 func TestTableIsTheDesignTable(t *testing.T) {
 	type edge struct {
 		From  Phase

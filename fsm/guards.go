@@ -58,7 +58,7 @@ var (
 )
 
 // The guards of the table, built from the facts; each reads like its row of
-// the table in DESIGN.md §3.
+// the phase table in docs/fsm.md.
 var (
 	// clusterFormed guards initialize. NodesAgree is included because the
 	// bootstrap is finished only when every node has the same view (issue 4).

@@ -9,11 +9,11 @@ type Transition struct {
 	To    Phase
 }
 
-// notDeleting is "any" in DESIGN.md's delete row: every phase but Deleting,
+// notDeleting is "any" in the delete row of docs/fsm.md: every phase but Deleting,
 // which has nowhere to go.
 var notDeleting = []Phase{None, Creating, Running, Scaling, Upgrading, Failed}
 
-// table is DESIGN.md §3, row for row. Within one phase, Evaluate offers
+// table is the transition table of docs/fsm.md, row for row. Within one phase, Evaluate offers
 // Events in the order of the Events list, not the order of these rows.
 var table = []Transition{
 	// {from, event, guard, to}
