@@ -188,17 +188,4 @@ func tagFor(slot int) string {
 	}
 }
 
-func keySlot(key string) int {
-	var crc uint16
-	for _, b := range []byte(key) {
-		crc ^= uint16(b) << 8
-		for k := 0; k < 8; k++ {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return int(crc) % SlotCount
-}
+func keySlot(key string) int { return KeySlot(key) }

@@ -202,3 +202,25 @@ func SplitSlots(n int) []SlotRange {
 	}
 	return out
 }
+
+// KeySlot is Redis Cluster's hash slot of key: CRC16 (XMODEM) of the key, or of its hash
+// tag (the part between the first "{" and the next "}", when not empty), modulo 16384.
+func KeySlot(key string) int {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for _, b := range []byte(key) {
+		crc ^= uint16(b) << 8
+		for k := 0; k < 8; k++ {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc) % SlotCount
+}

@@ -103,3 +103,18 @@ func FuzzSlotRanges(f *testing.F) {
 		}
 	})
 }
+
+func TestKeySlot(t *testing.T) {
+	// Values from CLUSTER KEYSLOT and the Redis Cluster specification.
+	for key, want := range map[string]int{
+		"123456789": 12739, "foo": 12182, "{user1000}.following": KeySlot("user1000"),
+		"foo{}{bar}": KeySlot("foo{}{bar}"), "{bar": KeySlot("{bar"),
+	} {
+		if got := KeySlot(key); got != want {
+			t.Errorf("KeySlot(%q) = %d, want %d", key, got, want)
+		}
+	}
+	if KeySlot("foo{}{bar}") == KeySlot("bar") {
+		t.Error("an empty hash tag must hash the whole key")
+	}
+}

@@ -184,26 +184,8 @@ func redirect(msg string) string {
 	return f[len(f)-1]
 }
 
-// KeySlot is Redis Cluster's hash slot of key (CRC16 of the key, or of its {hash tag}).
-func KeySlot(key string) int {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	var crc uint16
-	for _, b := range []byte(key) {
-		crc ^= uint16(b) << 8
-		for k := 0; k < 8; k++ {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return int(crc) % opredis.SlotCount
-}
+// KeySlot is Redis Cluster's hash slot of key.
+func KeySlot(key string) int { return opredis.KeySlot(key) }
 
 // Value is what the fault suite stores under key: derived from the key, so a read checks
 // the content too, and 64 bytes long, a realistic small value.
