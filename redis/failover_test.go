@@ -332,3 +332,22 @@ func TestHealPromotesAReplicaRedisWillNotFailOver(t *testing.T) {
 	assertAllKeys(t, f, members)
 	assertFormed(t, f, members, "")
 }
+
+// A member back with a stale copy claims the slots its former replica now owns: until Redis
+// settles the conflict by config epoch, no node is attached to either claimant.
+func TestPlanHealAttachesNothingWhileTwoMembersClaimASlot(t *testing.T) {
+	st := formedState()
+	replaceMember(st, 4)
+	learnAll(st, 4)
+	st.Members[3].Self().Slots = st.Members[0].Self().Slots // demo-3 claims demo-0's slots too
+	st.Members[3].Self().Replica, st.Members[3].Self().Master = false, true
+	p := PlanHeal(st, 3, 1, nil)
+	for _, a := range p.Actions {
+		if a.Kind == ActionReplicate || a.Kind == ActionForget {
+			t.Errorf("acted while two members claim a slot: %s", a.Message)
+		}
+	}
+	if p.Done {
+		t.Error("done while two members claim a slot")
+	}
+}

@@ -59,6 +59,13 @@ func PlanHeal(st *ClusterState, masters, replicasPerMaster int, overdue map[stri
 		p.Actions = append(meets, promote...)
 		return p
 	}
+	if claimedTwice(st) {
+		// A member back with a stale copy (an old nodes.conf) claims slots another owns:
+		// Redis gives them to the higher config epoch, and the loser turns replica. Until
+		// then which one is the master is not known, so nothing is attached to either.
+		p.Actions = meets
+		return p
+	}
 	roles, waitKeys, err := planReattach(st, &p, replicasPerMaster)
 	if err != nil {
 		return refuse(err)
@@ -81,6 +88,19 @@ func PlanHeal(st *ClusterState, masters, replicasPerMaster int, overdue map[stri
 		p.Phase, p.Done = PhaseFormed, true
 	}
 	return p
+}
+
+// claimedTwice reports whether two members claim a slot in common for themselves.
+func claimedTwice(st *ClusterState) bool {
+	var seen SlotRanges
+	for i := range st.Members {
+		own := st.Members[i].Self().Slots
+		if len(seen.Intersect(own)) > 0 {
+			return true
+		}
+		seen = append(seen, own...).Normalize()
+	}
+	return false
 }
 
 // knowsAt reports whether m knows node id at addr, with a finished handshake and not
