@@ -145,8 +145,10 @@ func formHealCluster(ctx context.Context, t *testing.T, ns, name string, mutate 
 	writeKeys(ctx, t, ns, name, "heal", healKeys)
 }
 
-// TestHealingPodsBackAtNewAddresses uses the demo sample (hostPath: each pod's data and
-// nodes.conf are kept): a master pod, then every pod at once, come back at new addresses.
+// TestHealingPodsBackAtNewAddresses uses the demo sample (hostPath: a pod back on its node
+// keeps its data and nodes.conf; one back on another node starts empty there and is joined
+// as a replica, its keys living on in its replica): a master pod, then every pod at once,
+// come back at new addresses, and every key is kept.
 func TestHealingPodsBackAtNewAddresses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
