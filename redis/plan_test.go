@@ -207,3 +207,20 @@ func TestPlanBootstrapRefusesForeignSlotsOnAKeptCluster(t *testing.T) {
 		t.Fatalf("refusal %v, actions %s", p.Refusal, kinds(p.Actions))
 	}
 }
+
+// A master's pod came back empty (hostPath on another node) while the rest kept their data:
+// its slots' keys are only in its replica now, and the other members know its earlier life
+// holding them. Bootstrap refuses, naming a pod, and writes nothing (healing a formed
+// cluster is where a replica takes such slots over).
+func TestPlanBootstrapRefusesAKeptClusterMissingAMaster(t *testing.T) {
+	st := formedState()
+	old := st.Members[0].ID()
+	replaceMember(st, 0)
+	for i := 1; i < 6; i++ {
+		moveMember(st, i, 8000+i)
+	}
+	p := PlanBootstrap(st, 3, 1)
+	if p.Refusal == nil || !strings.Contains(p.Refusal.Error(), "knows node "+old) || len(p.Actions) > 0 {
+		t.Fatalf("refusal %v, actions %s", p.Refusal, kinds(p.Actions))
+	}
+}
