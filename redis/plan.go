@@ -275,7 +275,9 @@ func planAdopt(st *ClusterState, masters, replicasPerMaster int) Plan {
 		}
 		return p
 	}
-	return PlanHeal(st, masters, replicasPerMaster)
+	// No overdue owners: bootstrap never promotes a replica itself; a kept cluster's slot
+	// owners are all members (checkSlotOwners), so Redis has nothing to fail over either.
+	return PlanHeal(st, masters, replicasPerMaster, nil)
 }
 
 // currentRoles reads which members hold slots (fixed masters) and which are replicas of

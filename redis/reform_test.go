@@ -27,7 +27,7 @@ const reformKeys = 10000
 func writeReformKeys(t *testing.T, f Factory, members []Member, prefix string, n int) {
 	t.Helper()
 	ctx := ctxFor(t, 60*time.Second)
-	for addr, keys := range keysByOwner(t, f, members, prefix, n) {
+	for addr, keys := range keysByMasterAddr(t, f, members, prefix, n) {
 		c := goredis.NewClient(&goredis.Options{Addr: addr})
 		for from := 0; from < len(keys); from += 500 {
 			_, err := c.Pipelined(ctx, func(p goredis.Pipeliner) error {
@@ -51,7 +51,7 @@ func expectReformKeys(t *testing.T, f Factory, members []Member, prefix string, 
 	t.Helper()
 	ctx := ctxFor(t, 60*time.Second)
 	lost := 0
-	for addr, keys := range keysByOwner(t, f, members, prefix, n) {
+	for addr, keys := range keysByMasterAddr(t, f, members, prefix, n) {
 		c := goredis.NewClient(&goredis.Options{Addr: addr})
 		for from := 0; from < len(keys); from += 500 {
 			batch := keys[from:min(from+500, len(keys))]
@@ -80,9 +80,9 @@ func expectReformKeys(t *testing.T, f Factory, members []Member, prefix string, 
 	t.Logf("all %d keys %s-* read back", n, prefix)
 }
 
-// keysByOwner groups key numbers by the address of the master owning their slot, as
+// keysByMasterAddr groups key numbers by the address of the master owning their slot, as
 // member 0's CLUSTER SLOTS says.
-func keysByOwner(t *testing.T, f Factory, members []Member, prefix string, n int) map[string][]int {
+func keysByMasterAddr(t *testing.T, f Factory, members []Member, prefix string, n int) map[string][]int {
 	t.Helper()
 	slots, err := ClusterSlots(ctxFor(t, 5*time.Second), f, []string{members[0].Addr})
 	if err != nil {
