@@ -71,6 +71,11 @@ func (r *Reconciler) reconcileDeletion(ctx context.Context, s *scope) (ctrl.Resu
 	switch {
 	case stsErr != nil && !stsGone:
 		return ctrl.Result{}, fmt.Errorf("failed to get StatefulSet %s: %w", rc.Name, stsErr)
+	case !stsGone && !metav1.IsControlledBy(sts, rc):
+		// Orphaned: the garbage collector honours --cascade=orphan by taking our owner
+		// reference off and then its own orphan finalizer, possibly before this reconcile
+		// saw that finalizer. A StatefulSet that is not ours any more is the user's to keep.
+		return ctrl.Result{}, r.releaseFinalizer(ctx, s, "The RedisCluster is released; its StatefulSet and pods are orphaned as asked")
 	case !stsGone && sts.DeletionTimestamp.IsZero():
 		// Foreground: the StatefulSet is gone only once its pods are.
 		if err := r.Client.Delete(ctx, sts, client.PropagationPolicy(metav1.DeletePropagationForeground)); client.IgnoreNotFound(err) != nil {

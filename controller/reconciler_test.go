@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 	"github.com/hc-middleware/redis-cluster-operator/redis"
@@ -364,4 +365,32 @@ func TestOrphanDeletionKeepsThePods(t *testing.T) {
 		g.Expect(got.Finalizers).NotTo(ContainElement(ForegroundFinalizer))
 	}
 	g.Expect(liveStatefulSet(t, rc).DeletionTimestamp).To(BeNil(), "the StatefulSet is left alone")
+}
+
+// The garbage collector may finish an orphaning delete (owner reference off, orphan
+// finalizer off) before the operator reconciles it: the StatefulSet, no longer ours, is kept.
+func TestOrphanDeletionFinishedByTheGarbageCollectorKeepsThePods(t *testing.T) {
+	g := NewWithT(t)
+	h := newHarness(t)
+	ctx := context.Background()
+	rc := newCluster(newNamespace(t), 6)
+	g.Expect(apiClient.Create(ctx, rc)).To(Succeed())
+	h.reconcile(rc)
+	h.reconcile(rc)
+
+	g.Expect(apiClient.Delete(ctx, get(t, rc), client.PropagationPolicy(metav1.DeletePropagationOrphan))).To(Succeed())
+	// What the garbage collector does, before the operator looks.
+	sts := liveStatefulSet(t, rc)
+	sts.OwnerReferences = nil
+	g.Expect(apiClient.Update(ctx, sts)).To(Succeed())
+	cur := get(t, rc)
+	controllerutil.RemoveFinalizer(cur, metav1.FinalizerOrphanDependents)
+	g.Expect(apiClient.Update(ctx, cur)).To(Succeed())
+
+	h.reconcile(rc)
+	got := &redisv1alpha1.RedisCluster{}
+	if err := apiClient.Get(ctx, client.ObjectKeyFromObject(rc), got); err == nil {
+		g.Expect(got.Finalizers).NotTo(ContainElement(ForegroundFinalizer))
+	}
+	g.Expect(liveStatefulSet(t, rc).DeletionTimestamp).To(BeNil(), "the orphaned StatefulSet is left alone")
 }

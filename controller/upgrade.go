@@ -78,7 +78,7 @@ func (r *Reconciler) upgradeMaster(ctx context.Context, s *scope, m *redis.Membe
 		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
 	}
 	if !persistentData(s.cluster) {
-		err := fmt.Errorf("spec.pod[0].volumes: master %s has no replica to fail over to (replicasPerMaster 0) and its data is in an emptyDir, so restarting it on the new template would lose its keys; set replicasPerMaster, or a persistent volume type (hostPath, nfs, volumeClaimTemplate), or set the template back to recover", m.Pod)
+		err := fmt.Errorf("spec.pod[0].volumes: master %s has no replica to fail over to (replicasPerMaster 0) and its data does not outlive its pod (%s), so restarting it on the new template would lose its keys; set replicasPerMaster, or a persistent volume type (nfs, volumeClaimTemplate), or set the template back to recover", m.Pod, s.cluster.Spec.PodTemplate().Volumes.Type)
 		r.warnOnce(s, ReasonUpgrade, err.Error())
 		return ctrl.Result{RequeueAfter: requeueFailed}, r.redecide(s, err)
 	}
@@ -186,10 +186,13 @@ func failoverTarget(s *scope, masterID, rev string) *redis.MemberState {
 	return nil
 }
 
-// persistentData reports whether a pod's /data outlives the pod.
+// persistentData reports whether a pod's /data outlives the pod wherever it is scheduled
+// next. hostPath does not: it is a directory of one Kubernetes node, and the pods of a
+// StatefulSet (one template) cannot be pinned each to its own node, so a recreated pod may
+// start on another node with an empty (or stale) directory.
 func persistentData(rc *redisv1alpha1.RedisCluster) bool {
 	switch rc.Spec.PodTemplate().Volumes.Type {
-	case redisv1alpha1.VolumeTypeHostPath, redisv1alpha1.VolumeTypeNFS, redisv1alpha1.VolumeTypeVolumeClaimTemplate:
+	case redisv1alpha1.VolumeTypeNFS, redisv1alpha1.VolumeTypeVolumeClaimTemplate:
 		return true
 	}
 	return false

@@ -99,6 +99,9 @@ func PlanBootstrap(st *ClusterState, masters, replicasPerMaster int) Plan {
 	if err := checkSlotOwners(st); err != nil {
 		return refuse(err)
 	}
+	if formedBefore(st) {
+		return planAdopt(st, masters, replicasPerMaster)
+	}
 	p := Plan{}
 	fixed, existing := currentRoles(st)
 	if len(fixed) > masters {
@@ -167,8 +170,13 @@ func checkShape(st *ClusterState, masters, replicasPerMaster int) error {
 	return nil
 }
 
-// checkSlotOwners refuses when two members claim the same slot, or when a member's view has
-// a node outside the members holding slots: that member belongs to another cluster.
+// checkSlotOwners refuses when a member's view has a node outside the members holding
+// slots: those slots' keys are on no pod of this cluster (the member belongs to another
+// cluster, or the pod that held them came back without its data), and claiming the member
+// would serve or drop them wrongly. Two members claiming the same slot are refused too,
+// unless they were in one cluster before (one knows the other's node ID): that is a member
+// back with an old copy of its data, and Redis gives the slot to the higher config epoch,
+// the current owner, once they talk.
 func checkSlotOwners(st *ClusterState) error {
 	isMember := map[string]bool{}
 	for _, id := range st.IDs() {
@@ -178,18 +186,98 @@ func checkSlotOwners(st *ClusterState) error {
 		m := &st.Members[i]
 		self := m.Self()
 		for j := 0; j < i; j++ {
-			if both := st.Members[j].Self().Slots.Intersect(self.Slots); len(both) > 0 {
-				return fmt.Errorf("slots %s are claimed by both %s and %s", both, st.Members[j].Pod, m.Pod)
+			if both := st.Members[j].Self().Slots.Intersect(self.Slots); len(both) > 0 && !related(st, i, j) {
+				return fmt.Errorf("slots %s are claimed by both %s and %s, which were never in one cluster", both, st.Members[j].Pod, m.Pod)
 			}
 		}
 		for _, n := range m.Nodes {
 			if !isMember[n.ID] && !n.Handshake && len(n.Slots) > 0 {
-				return fmt.Errorf("pod %s knows node %s (%s) outside this cluster holding slots %s",
+				return fmt.Errorf("pod %s knows node %s (%s) outside this cluster holding slots %s: no pod of this cluster is that node "+
+					"(another cluster's data, or a pod back without its data), so its keys are not here to serve",
 					m.Pod, n.ID, n.Addr(), n.Slots)
 			}
 		}
 	}
 	return nil
+}
+
+// related reports whether members i and j were in one cluster: either knows the other's
+// node ID. Node IDs are random 160-bit names, so two clusters never share one.
+func related(st *ClusterState, i, j int) bool {
+	ids := st.IDs()
+	known := func(a, b int) bool {
+		n := st.Members[a].find(ids[b])
+		return n != nil && !n.Handshake
+	}
+	return known(i, j) || known(j, i)
+}
+
+// formedBefore reports whether the members' own nodes.conf describe a cluster they formed
+// before (a CR deleted and applied again over kept data, say): between them they claim
+// every slot, and some member sees another where it is not now (an old address, flagged
+// fail or noaddr while it answers), sees a node no member is (a member's earlier life,
+// whose data did not come back), or two members claim one slot. A fresh bootstrap, even
+// interrupted, never looks like that: its nodes learn each other only at their current
+// addresses, and its slots go out once, to distinct members.
+func formedBefore(st *ClusterState) bool {
+	if st.ClaimedSlots().Count() != SlotCount {
+		return false
+	}
+	if len(conflicts(st)) > 0 {
+		return true
+	}
+	isMember := map[string]bool{}
+	for _, id := range st.IDs() {
+		isMember[id] = true
+	}
+	addr := map[string]string{}
+	for i := range st.Members {
+		addr[st.Members[i].ID()] = st.Members[i].Addr
+	}
+	for i := range st.Members {
+		for _, n := range st.Members[i].Nodes {
+			switch {
+			case n.Myself || n.Handshake:
+			case !isMember[n.ID], n.Addr() != addr[n.ID], n.Fail, n.NoAddr:
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// conflicts lists the pairs of members claiming a slot in common.
+func conflicts(st *ClusterState) [][2]int {
+	var out [][2]int
+	for i := range st.Members {
+		for j := 0; j < i; j++ {
+			if len(st.Members[j].Self().Slots.Intersect(st.Members[i].Self().Slots)) > 0 {
+				out = append(out, [2]int{j, i})
+			}
+		}
+	}
+	return out
+}
+
+// planAdopt brings back a cluster the members formed before, keeping its slot layout and
+// roles: it assigns no slot and sets no epoch, it re-meets members at their current
+// addresses, forgets earlier lives of members that hold no slots and joins members that
+// came back empty as replicas, which is what healing does (PlanHeal), with the same
+// checks (a member with keys is never claimed). While two members claim one slot, it only
+// re-meets: Redis settles the claim by config epoch (the stale copy loses the slot and
+// becomes a replica, dropping its old keys), and the operator must not pick a side first,
+// say by attaching a replica to the stale claimant.
+func planAdopt(st *ClusterState, masters, replicasPerMaster int) Plan {
+	if pairs := conflicts(st); len(pairs) > 0 {
+		p := Plan{Phase: PhaseConverging, Actions: planReconnect(st)}
+		if len(p.Actions) > 0 {
+			p.Phase = PhaseMeeting
+		}
+		return p
+	}
+	// No overdue owners: bootstrap never promotes a replica itself; a kept cluster's slot
+	// owners are all members (checkSlotOwners), so Redis has nothing to fail over either.
+	return PlanHeal(st, masters, replicasPerMaster, nil)
 }
 
 // currentRoles reads which members hold slots (fixed masters) and which are replicas of

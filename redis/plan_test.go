@@ -115,3 +115,112 @@ func TestPlanBootstrapMeetsAfterSlots(t *testing.T) {
 		t.Errorf("got %s (%s)\nwant %s", got, p.Phase, want)
 	}
 }
+
+// A CR deleted and applied again over kept data: every pod is back at a new address with
+// its nodes.conf. Bootstrap adopts the cluster: it re-meets the members where they are now
+// and assigns no slot, sets no epoch and changes no role.
+func TestPlanBootstrapAdoptsAClusterBackAtNewAddresses(t *testing.T) {
+	st := formedState()
+	for i := range st.Members {
+		moveMember(st, i, 8000+i)
+	}
+	p := PlanBootstrap(st, 3, 1)
+	if p.Refusal != nil || p.Phase != PhaseMeeting || len(p.Actions) != 15 {
+		t.Fatalf("want one MEET per pair (15), got %s (%s, %v)", kinds(p.Actions), p.Phase, p.Refusal)
+	}
+	for _, a := range p.Actions {
+		if a.Kind != ActionMeet || a.TargetAddr != st.Members[a.Target].Addr {
+			t.Errorf("unexpected action %+v", a)
+		}
+	}
+}
+
+// One pod of the kept cluster came back empty (a hostPath pod rescheduled to another node):
+// the rest are adopted, and the empty one is joined as a replica once it is met; its
+// earlier life, holding no slots, is forgotten. No slot is assigned.
+func TestPlanBootstrapAdoptsAndJoinsAnEmptyMember(t *testing.T) {
+	st := formedState()
+	replaceMember(st, 4)
+	learnAll(st, 4)
+	p := PlanBootstrap(st, 3, 1)
+	got := kinds(p.Actions)
+	if p.Refusal != nil || !strings.Contains(got, "Made demo-4 a replica of demo-1") || !strings.Contains(got, "forget lost node") ||
+		strings.Contains(got, "Assigned") || strings.Contains(got, "epoch") {
+		t.Fatalf("got %s (%s, %v)", got, p.Phase, p.Refusal)
+	}
+}
+
+// A pod lands on a node holding an old copy of its directory: it claims the slots it owned
+// in an earlier life, with the config epoch of then, while its former replica owns them now
+// with a higher epoch. Bootstrap does not refuse (they were one cluster), and does nothing
+// but meet until Redis has settled the claim by epoch: no slot, no REPLICATE to the stale
+// claimant, no refusal.
+func TestPlanBootstrapLeavesAStaleClaimToRedis(t *testing.T) {
+	st := formedState()
+	old := st.Members[0].ID()           // demo-0's earlier life, master of 0-5460 at epoch 1
+	promoted := fmt.Sprintf("%040x", 4) // demo-3, its replica then, master now
+	for j := 1; j < 6; j++ {
+		m := &st.Members[j]
+		n := m.find(promoted)
+		n.Replica, n.Master, n.MasterID, n.Slots, n.ConfigEpoch = false, true, "", SlotRanges{SplitSlots(3)[0]}, 7
+		var keep []Node
+		for _, x := range m.Nodes {
+			if x.ID != old {
+				keep = append(keep, x)
+			}
+		}
+		m.Nodes = keep
+	}
+	moveMember(st, 0, 8000)
+	// And a fresh member with nowhere to go yet, which must not be given to the stale claimant.
+	st.Members = append(st.Members, MemberState{
+		Member: Member{Pod: "demo-6", Addr: "127.0.0.1:9006", K8sNode: "n2"},
+		Nodes:  []Node{{ID: strings.Repeat("e", 40), IP: "127.0.0.1", Port: 9006, Myself: true, Master: true, Connected: true}},
+		Info:   ClusterInfo{State: "fail"}, KeysKnown: true,
+	})
+	learnAll(st, 6)
+	p := PlanBootstrap(st, 3, 1)
+	if p.Refusal != nil {
+		t.Fatalf("refused: %v", p.Refusal)
+	}
+	for _, a := range p.Actions {
+		if a.Kind != ActionMeet {
+			t.Errorf("want only MEETs while two members claim slots 0-5460, got %s", a.Message)
+		}
+	}
+	if !strings.Contains(kinds(p.Actions), "meet demo-0 at 127.0.0.1:8000") {
+		t.Errorf("the stale member is not met: %s", kinds(p.Actions))
+	}
+}
+
+// Data of another cluster is still refused, naming the pod, even among members that were
+// one cluster before.
+func TestPlanBootstrapRefusesForeignSlotsOnAKeptCluster(t *testing.T) {
+	st := formedState()
+	for i := range st.Members {
+		moveMember(st, i, 8000+i)
+	}
+	st.Members[2].Nodes = append(st.Members[2].Nodes,
+		Node{ID: strings.Repeat("f", 40), IP: "10.0.0.9", Port: 6379, Master: true, Slots: SlotRanges{{0, 10}}})
+	p := PlanBootstrap(st, 3, 1)
+	if p.Refusal == nil || !strings.Contains(p.Refusal.Error(), "pod demo-2 knows node "+strings.Repeat("f", 40)) || len(p.Actions) > 0 {
+		t.Fatalf("refusal %v, actions %s", p.Refusal, kinds(p.Actions))
+	}
+}
+
+// A master's pod came back empty (hostPath on another node) while the rest kept their data:
+// its slots' keys are only in its replica now, and the other members know its earlier life
+// holding them. Bootstrap refuses, naming a pod, and writes nothing (healing a formed
+// cluster is where a replica takes such slots over).
+func TestPlanBootstrapRefusesAKeptClusterMissingAMaster(t *testing.T) {
+	st := formedState()
+	old := st.Members[0].ID()
+	replaceMember(st, 0)
+	for i := 1; i < 6; i++ {
+		moveMember(st, i, 8000+i)
+	}
+	p := PlanBootstrap(st, 3, 1)
+	if p.Refusal == nil || !strings.Contains(p.Refusal.Error(), "knows node "+old) || len(p.Actions) > 0 {
+		t.Fatalf("refusal %v, actions %s", p.Refusal, kinds(p.Actions))
+	}
+}

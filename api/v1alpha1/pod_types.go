@@ -110,7 +110,8 @@ type VolumeType string
 const (
 	// VolumeTypeEmptyDir keeps data in an emptyDir: lost when the pod is deleted.
 	VolumeTypeEmptyDir VolumeType = "emptyDir"
-	// VolumeTypeHostPath keeps data in hostPath/<namespace>/<pod name> on the node.
+	// VolumeTypeHostPath keeps data in hostPath/<namespace>/<pod name> on the node the pod
+	// runs on: kept only while the pod comes back to that node.
 	VolumeTypeHostPath VolumeType = "hostPath"
 	// VolumeTypeNFS keeps data on the existing claim persistentVolumeClaimName, shared by
 	// every pod, each in its own sub-directory (<pod name>).
@@ -135,7 +136,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.type) || self.type != 'nfs' || (has(self.persistentVolumeClaimName) && size(self.persistentVolumeClaimName) > 0)",message="spec.pod[0].volumes.persistentVolumeClaimName: volumes of type nfs need the name of an existing PersistentVolumeClaim",fieldPath=".persistentVolumeClaimName",reason="FieldValueRequired"
 type RedisVolumes struct {
 	// type is emptyDir (default; data lost with the pod), hostPath (a directory on the
-	// node, see hostPath), nfs (the existing claim persistentVolumeClaimName, shared by
+	// node, kept while the pod returns to that node, see hostPath), nfs (the existing claim persistentVolumeClaimName, shared by
 	// all pods, one sub-directory each) or volumeClaimTemplate (one claim per pod, see
 	// storageClassName and size) (seed: `volumes.type`, which had hostPath and nfs).
 	// Cannot change once the cluster exists.
@@ -150,6 +151,14 @@ type RedisVolumes struct {
 
 	// hostPath is the node directory used by type hostPath; each pod uses
 	// hostPath/<namespace>/<pod name> (addition). Default /var/lib/redis-cluster.
+	// The directory is on the Kubernetes node the pod runs on, and pods are not pinned to
+	// nodes, so it keeps a pod's data (nodes.conf and keys) only while the pod is recreated
+	// on the same node: a pod rescheduled to another node starts empty there (the operator
+	// joins it as a replica; its keys live on in its replica), or finds an old copy from an
+	// earlier visit (Redis gives its slots to the newer owner by config epoch and it becomes
+	// a replica, dropping the old keys). The operator treats hostPath as not persistent: a
+	// master without replicas is not restarted on it. A RedisCluster deleted and applied
+	// again re-forms from the kept directories of pods that land on their old nodes.
 	// +kubebuilder:validation:Pattern=`^/`
 	// +optional
 	HostPath string `json:"hostPath,omitempty"`

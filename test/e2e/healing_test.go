@@ -145,13 +145,17 @@ func formHealCluster(ctx context.Context, t *testing.T, ns, name string, mutate 
 	writeKeys(ctx, t, ns, name, "heal", healKeys)
 }
 
-// TestHealingPodsBackAtNewAddresses uses the demo sample (hostPath: each pod's data and
-// nodes.conf are kept): a master pod, then every pod at once, come back at new addresses.
+// TestHealingPodsBackAtNewAddresses uses the demo sample with volumeClaimTemplate data, which
+// follows each pod to whatever node it lands on: a master pod, then every pod at once, come
+// back at new addresses with their data and nodes.conf, and every key is kept. (With the
+// sample's hostPath, a pod that lands on another node starts empty there, as on a real
+// cluster; with every pod deleted at once a master and its replica may both move, and their
+// slots' keys are gone: see docs/data.md.)
 func TestHealingPodsBackAtNewAddresses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	ns, name := "e2e-heal", "demo"
-	formHealCluster(ctx, t, ns, name, nil)
+	formHealCluster(ctx, t, ns, name, volumeType("volumeClaimTemplate"))
 
 	t.Run("a master pod back at a new address", func(t *testing.T) {
 		pod := pickPod(ctx, t, ns, name, redisv1alpha1.RoleMaster)

@@ -61,7 +61,15 @@ func scheduleOnce(ctx context.Context, cs kubernetes.Interface, pods corelisters
 			load[p.Spec.NodeName]++
 		}
 	}
-	sort.Slice(all, func(i, j int) bool { return all[i].CreationTimestamp.Before(&all[j].CreationTimestamp) })
+	// Oldest first, then by name: creation times have a resolution of one second, and the
+	// pods of a StatefulSet created in one burst then bind in ordinal order, not at random.
+	sort.Slice(all, func(i, j int) bool {
+		a, b := all[i], all[j]
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
+	})
 	for _, p := range all {
 		if p.Spec.NodeName != "" || p.DeletionTimestamp != nil {
 			continue

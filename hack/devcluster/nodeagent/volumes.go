@@ -19,8 +19,11 @@ import (
 //
 // Where the data lives decides what survives a pod: emptyDir and the API-backed volumes
 // (configMap, secret, projected, downwardAPI) live under the pod UID, so a recreated pod
-// starts fresh; a claim lives by claim (the PV's directory), and hostPath and foreign PVs by
-// path plus pod name, so a recreated pod of the same name gets its nodes.conf and data back.
+// starts fresh; a claim lives by claim (the PV's directory), nfs and foreign PVs by path plus
+// pod name, so a recreated pod of the same name gets its nodes.conf and data back wherever it
+// runs. hostPath lives by node, path and pod name: as with a real kubelet, a pod recreated on
+// another node finds that node's directory (empty, or a copy from an earlier visit), and
+// only a pod back on its old node gets its data back.
 func (a *agent) volumeDirs(ctx context.Context, pod *corev1.Pod) (map[string]string, []string, error) {
 	dirs := map[string]string{}
 	var notes []string
@@ -35,7 +38,7 @@ func (a *agent) volumeDirs(ctx context.Context, pod *corev1.Pod) (map[string]str
 			dir = filepath.Join(uidDir, "api", v.Name)
 			err = a.writeAPIVolume(ctx, pod, v, dir)
 		case v.HostPath != nil:
-			dir = filepath.Join(a.stateDir, "hostpath", sanitize(v.HostPath.Path), pod.Name)
+			dir = hostPathDir(a.stateDir, pod.Spec.NodeName, v.HostPath.Path, pod.Name)
 		case v.NFS != nil:
 			dir = filepath.Join(a.stateDir, "hostpath", "nfs-"+sanitize(v.NFS.Server+v.NFS.Path), pod.Name)
 		case v.PersistentVolumeClaim != nil:
@@ -55,6 +58,12 @@ func (a *agent) volumeDirs(ctx context.Context, pod *corev1.Pod) (map[string]str
 		dirs[v.Name] = dir
 	}
 	return dirs, notes, nil
+}
+
+// hostPathDir is where a hostPath volume of a pod on node lives: per node, since a hostPath
+// is a directory of the node the pod runs on.
+func hostPathDir(stateDir, node, path, pod string) string {
+	return filepath.Join(stateDir, "hostpath", sanitize(node), sanitize(path), pod)
 }
 
 func sanitize(p string) string {

@@ -1,0 +1,363 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/go-redis/redis/v8"
+
+	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
+)
+
+// The bootstrap over kept data: a RedisCluster deleted and applied again finds pods whose
+// data dirs (hostPath, claims) still hold a formed cluster's nodes.conf and keys, at new
+// addresses. These tests stop every server and start it again from its dir on a new port.
+
+const reformKeys = 10000
+
+// writeReformKeys writes PREFIX-0 … PREFIX-(n-1), each holding its number, with a pipeline
+// per slot owner and batch (cluster clients do one round trip per key, too slow for 10,000
+// keys on a loaded machine).
+func writeReformKeys(t *testing.T, f Factory, members []Member, prefix string, n int) {
+	t.Helper()
+	ctx := ctxFor(t, 60*time.Second)
+	for addr, keys := range keysByMasterAddr(t, f, members, prefix, n) {
+		c := goredis.NewClient(&goredis.Options{Addr: addr})
+		for from := 0; from < len(keys); from += 500 {
+			_, err := c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+				for _, i := range keys[from:min(from+500, len(keys))] {
+					p.Set(ctx, fmt.Sprintf("%s-%d", prefix, i), i, 0)
+				}
+				return nil
+			})
+			if err != nil {
+				c.Close()
+				t.Fatalf("SET on %s: %v", addr, err)
+			}
+		}
+		c.Close()
+	}
+}
+
+// expectReformKeys reads every key writeReformKeys wrote from the node owning its slot now
+// (a pipeline per owner and batch), and fails with the number of keys missing.
+func expectReformKeys(t *testing.T, f Factory, members []Member, prefix string, n int) {
+	t.Helper()
+	ctx := ctxFor(t, 60*time.Second)
+	lost := 0
+	for addr, keys := range keysByMasterAddr(t, f, members, prefix, n) {
+		c := goredis.NewClient(&goredis.Options{Addr: addr})
+		for from := 0; from < len(keys); from += 500 {
+			batch := keys[from:min(from+500, len(keys))]
+			cmds := make([]*goredis.StringCmd, len(batch))
+			_, err := c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+				for k, i := range batch {
+					cmds[k] = p.Get(ctx, fmt.Sprintf("%s-%d", prefix, i))
+				}
+				return nil
+			})
+			if err != nil && !errors.Is(err, goredis.Nil) {
+				c.Close()
+				t.Fatalf("GET on %s: %v", addr, err)
+			}
+			for k, cmd := range cmds {
+				if v, err := cmd.Int(); err != nil || v != batch[k] {
+					lost++
+				}
+			}
+		}
+		c.Close()
+	}
+	if lost > 0 {
+		t.Fatalf("%d of %d keys %s-* lost", lost, n, prefix)
+	}
+	t.Logf("all %d keys %s-* read back", n, prefix)
+}
+
+// keysByMasterAddr groups key numbers by the address of the master owning their slot, as
+// member 0's CLUSTER SLOTS says.
+func keysByMasterAddr(t *testing.T, f Factory, members []Member, prefix string, n int) map[string][]int {
+	t.Helper()
+	slots, err := ClusterSlots(ctxFor(t, 5*time.Second), f, []string{members[0].Addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := make([]string, SlotCount)
+	for _, s := range slots {
+		for slot := s.Start; slot <= s.End; slot++ {
+			owner[slot] = s.Nodes[0].Addr
+		}
+	}
+	out := map[string][]int{}
+	for i := 0; i < n; i++ {
+		addr := owner[keySlot(fmt.Sprintf("%s-%d", prefix, i))]
+		if addr == "" {
+			t.Fatalf("no owner for key %s-%d", prefix, i)
+		}
+		out[addr] = append(out[addr], i)
+	}
+	return out
+}
+
+// formKept forms six servers (cluster-node-timeout 1 s) and writes reformKeys keys.
+func formKept(t *testing.T) ([]*redistest.Server, []Member, Factory) {
+	t.Helper()
+	servers := redistest.Start(t, 6, healCfg)
+	members := membersOf(servers)
+	f := newFactory(t, Options{})
+	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members, 3, 1); err != nil {
+		t.Fatal(err)
+	}
+	writeReformKeys(t, f, members, "kept", reformKeys)
+	return servers, members, f
+}
+
+// saveAll makes every server write its dump.rdb, as a clean shutdown would.
+func saveAll(t *testing.T, servers []*redistest.Server) {
+	t.Helper()
+	ctx := ctxFor(t, 30*time.Second)
+	for _, s := range servers {
+		c := goredis.NewClient(&goredis.Options{Addr: s.Addr})
+		err := c.Save(ctx).Err()
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// restartFrom starts member i again from dir on a new port and points the member at it.
+func restartFrom(t *testing.T, members []Member, i int, dir string) *redistest.Server {
+	t.Helper()
+	s, err := redistest.StartIn(dir, healCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	members[i].Addr = s.Addr
+	return s
+}
+
+// bootstrapUntilDone runs Bootstrap as the controller does (a budget per call) until done.
+func bootstrapUntilDone(t *testing.T, f Factory, members []Member) []Action {
+	t.Helper()
+	start := time.Now()
+	var all []Action
+	for try := 0; try < 4; try++ {
+		p, err := Bootstrap(ctxFor(t, 15*time.Second), f, members, 3, 1)
+		all = append(all, p.Actions...)
+		if err == nil && p.Done {
+			t.Logf("re-formed in %v with %d writes: %s", time.Since(start).Round(time.Millisecond), len(all), kinds(all))
+			return all
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("bootstrap: %v (phase %s)", err, p.Phase)
+		}
+	}
+	t.Fatalf("not re-formed within 60 s; actions: %s", kinds(all))
+	return nil
+}
+
+// expectNoSlotWrites fails when bootstrap assigned slots or set epochs: a kept cluster's
+// layout is adopted, not made anew.
+func expectNoSlotWrites(t *testing.T, acts []Action) {
+	t.Helper()
+	for _, a := range acts {
+		if a.Kind == ActionAddSlots || a.Kind == ActionSetConfigEpoch {
+			t.Errorf("bootstrap over kept data did %s", a.Message)
+		}
+	}
+}
+
+// Every server stopped and started again from its dir at a new address: the bootstrap
+// re-meets them and the cluster serves every key, with the same node IDs and slot layout.
+func TestBootstrapReformsAClusterFromItsKeptData(t *testing.T) {
+	servers, members, f := formKept(t)
+	before, err := Observe(ctxFor(t, 5*time.Second), f, members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saveAll(t, servers)
+	redistest.StopAll(servers)
+	for i, s := range servers {
+		restartFrom(t, members, i, s.Dir)
+	}
+	acts := bootstrapUntilDone(t, f, members)
+	expectNoSlotWrites(t, acts)
+	for _, a := range acts {
+		if a.Kind != ActionMeet {
+			t.Errorf("want only MEETs, got %s", a.Message)
+		}
+	}
+	after, err := Observe(ctxFor(t, 5*time.Second), f, members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range after.Members {
+		b, a := before.Members[i].Self(), after.Members[i].Self()
+		if a.ID != b.ID || a.Role() != b.Role() || !a.Slots.Equal(b.Slots) {
+			t.Errorf("%s was %s %s %s, is %s %s %s", members[i].Pod, b.ID, b.Role(), b.Slots, a.ID, a.Role(), a.Slots)
+		}
+	}
+	assertFormed(t, f, members, "")
+	expectReformKeys(t, f, members, "kept", reformKeys)
+}
+
+// A replica's pod comes back empty (hostPath on another node): the rest are re-formed from
+// their data, the empty node joins as a replica and the replica's earlier life is forgotten.
+func TestBootstrapReformsWithAReplicaBackEmpty(t *testing.T) {
+	servers, members, f := formKept(t)
+	saveAll(t, servers)
+	redistest.StopAll(servers)
+	for i, s := range servers {
+		dir := s.Dir
+		if i == 4 {
+			dir = filepath.Join(t.TempDir(), "other-node")
+		}
+		restartFrom(t, members, i, dir)
+	}
+	acts := bootstrapUntilDone(t, f, members)
+	expectNoSlotWrites(t, acts)
+	got := kinds(acts)
+	if !strings.Contains(got, "Made demo-4 a replica of") || !strings.Contains(got, "forget lost node") {
+		t.Errorf("actions: %s", got)
+	}
+	assertFormed(t, f, members, "")
+	expectReformKeys(t, f, members, "kept", reformKeys)
+}
+
+// A pod lands on a node holding an old copy of its dir: demo-0 comes back as it was before
+// its replica took its slots over (failover), still claiming them at its old config epoch.
+// Redis gives the slots to the higher epoch; the bootstrap only re-meets, and every key,
+// those written after the failover too, is served: the stale copy becomes a replica.
+func TestBootstrapReformsOverAStaleCopy(t *testing.T) {
+	servers, members, f := formKept(t)
+	saveAll(t, servers)
+	stale := filepath.Join(t.TempDir(), "stale-demo-0")
+	copyDir(t, servers[0].Dir, stale)
+
+	ctx := ctxFor(t, 30*time.Second)
+	st, err := Observe(ctx, f, members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldMaster := st.Members[0].ID()
+	replica := -1
+	for i := range st.Members {
+		if self := st.Members[i].Self(); self.Replica && self.MasterID == oldMaster {
+			replica = i
+		}
+	}
+	if replica < 0 {
+		t.Fatal("demo-0 has no replica")
+	}
+	if err := f.For(members[replica].Addr).Failover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitRole(t, f, members, 0, RoleSlave)
+	writeReformKeys(t, f, members, "after", reformKeys)
+	saveAll(t, servers)
+	redistest.StopAll(servers)
+	for i, s := range servers {
+		dir := s.Dir
+		if i == 0 {
+			dir = stale
+		}
+		restartFrom(t, members, i, dir)
+	}
+	acts := bootstrapUntilDone(t, f, members)
+	expectNoSlotWrites(t, acts)
+	for _, a := range acts {
+		if a.Kind == ActionReplicate && a.Target == 0 {
+			t.Errorf("made a node replicate the stale copy: %s", a.Message)
+		}
+	}
+	// The masters are demo-1, demo-2 and demo-3 now, so not assertFormed's ordinal layout.
+	st, err = Observe(ctxFor(t, 5*time.Second), f, members)
+	if err != nil || !st.Formed(3, 1) {
+		t.Fatalf("not formed: %v", err)
+	}
+	if self := st.Members[replica].Self(); !self.Master || !self.Slots.Equal(SlotRanges{SplitSlots(3)[0]}) {
+		t.Errorf("%s, which took over from demo-0, is %s with %s; want master of 0-5460", members[replica].Pod, self.Role(), self.Slots)
+	}
+	waitRole(t, f, members, 0, RoleSlave)
+	expectReformKeys(t, f, members, "kept", reformKeys)
+	expectReformKeys(t, f, members, "after", reformKeys)
+}
+
+// Data of another cluster among the kept members is still refused, naming the pod, and
+// nothing is written.
+func TestBootstrapOverKeptDataRefusesForeignData(t *testing.T) {
+	servers, members, _ := formKept(t)
+	other := redistest.Start(t, 6, healCfg)
+	otherMembers := membersOf(other)
+	fo := newFactory(t, Options{})
+	if _, err := Bootstrap(ctxFor(t, 30*time.Second), fo, otherMembers, 3, 1); err != nil {
+		t.Fatal(err)
+	}
+	saveAll(t, servers)
+	redistest.StopAll(servers)
+	for i, s := range servers[:5] {
+		restartFrom(t, members, i, s.Dir)
+	}
+	members[5].Addr = otherMembers[3].Addr // a replica of another cluster in demo-5's place
+	counter := NewCommandCounter()
+	f := newFactory(t, Options{Hooks: []goredis.Hook{counter}})
+	_, err := Bootstrap(ctxFor(t, 10*time.Second), f, members, 3, 1)
+	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "pod demo-5 knows node") {
+		t.Fatalf("err = %v, want a refusal naming demo-5", err)
+	}
+	if w := counter.Writes(); w != 0 {
+		t.Fatalf("a refused bootstrap sent %d writes: %v", w, counter.WriteNames())
+	}
+}
+
+// waitRole waits until member i says it has role.
+func waitRole(t *testing.T, f Factory, members []Member, i int, role string) {
+	t.Helper()
+	ctx := ctxFor(t, 20*time.Second)
+	for {
+		nodes, err := f.For(members[i].Addr).ClusterNodes(ctx)
+		if err == nil {
+			for _, n := range nodes {
+				if n.Myself && n.Role() == role {
+					return
+				}
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s is not a %s: %v", members[i].Pod, role, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// copyDir copies the files of a data dir (nodes.conf, dump.rdb).
+func copyDir(t *testing.T, from, to string) {
+	t.Helper()
+	if err := os.MkdirAll(to, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.IsDir() || e.Name() == "redis.log" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(from, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(to, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
