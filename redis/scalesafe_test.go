@@ -240,3 +240,127 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// Scale-in 4 -> 3 masters whose data does not fit in the kept masters' maxmemory with
+// the headroom is refused before any slot moves, with the numbers; once maxmemory is
+// raised it goes through and keeps every key.
+func TestScaleInChecksCapacityFirst(t *testing.T) {
+	servers := redistest.Start(t, 8, healCfg)
+	members := membersOf(servers)
+	f := newFactory(t, Options{ReadTimeout: 10 * time.Second})
+	ctx := ctxFor(t, 240*time.Second)
+	if _, err := Bootstrap(ctx, f, members, 4, 1); err != nil {
+		t.Fatal(err)
+	}
+	members = leavingLast(t, ctx, f, members)
+	const valueSize = 1000
+	loadKeys(t, f, members, safeKeys, valueSize)
+	// maxmemory on each master: its use now plus a sixth of its data fits under the 80%
+	// line, a third (what it receives from the leaving master) does not.
+	setMaxMemory := func(share float64) {
+		st, err := Observe(ctx, f, members)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range st.Members {
+			if self := st.Members[i].Self(); !self.Master || len(self.Slots) == 0 {
+				continue
+			}
+			m, err := f.For(st.Members[i].Addr).(memoryReader).Memory(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			max := int64((float64(m.Used) + share*float64(m.Dataset)) / (1 - CapacityHeadroom))
+			c := goredis.NewClient(&goredis.Options{Addr: st.Members[i].Addr})
+			err = c.ConfigSet(ctx, "maxmemory", fmt.Sprint(max)).Err()
+			c.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: used %d, dataset %d, maxmemory %d", st.Members[i].Pod, m.Used, m.Dataset, max)
+		}
+	}
+	setMaxMemory(1.0 / 6)
+	req := ScaleRequest{Masters: 3, ReplicasPerMaster: 1, Keep: 6, Pipeline: 100, Budget: time.Second}
+	var err error
+	for ctx.Err() == nil {
+		var p ScaleProgress
+		p, err = Scale(ctx, f, members, req)
+		if p.MovedSlots > 0 {
+			t.Fatal("slots moved before the capacity check refused")
+		}
+		if err != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var ce *CapacityError
+	if !errors.Is(err, ErrRefused) || !errors.As(err, &ce) || ce.Masters != 3 || ce.Projected <= ce.Limit || ce.KeptMaxMemory == 0 {
+		t.Fatalf("got %v, want a capacity refusal", err)
+	}
+	t.Log(err)
+	st, err := Observe(ctx, f, members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range st.Members {
+		if n := st.Members[i].Self().Slots.Count(); n != 0 && n != 4096 {
+			t.Fatalf("%s holds %d slots: something moved", st.Members[i].Pod, n)
+		}
+	}
+	if st.Masters() != 4 || !st.NoOpenSlots() {
+		t.Fatalf("%d masters, open %v", st.Masters(), !st.NoOpenSlots())
+	}
+
+	// Room for a third of each master's data and more: the scale-in goes through.
+	setMaxMemory(0.6)
+	start := time.Now()
+	moved := scaleLoop(t, ctx, f, members, req)
+	t.Logf("scaled in 4 to 3 masters in %v, %d keys moved", time.Since(start).Round(time.Millisecond), moved)
+	checkKeys(t, f, members[:6], safeKeys, valueSize)
+}
+
+// scaleLoop calls Scale as the controller would until Done and returns the keys moved.
+func scaleLoop(t *testing.T, ctx context.Context, f Factory, members []Member, req ScaleRequest) int {
+	t.Helper()
+	keys := 0
+	for {
+		p, err := Scale(ctx, f, members, req)
+		keys += p.MovedKeys
+		if err != nil {
+			t.Fatalf("scale (%s): %v", p.Phase, err)
+		}
+		if p.Done {
+			return keys
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// leavingLast reorders the members so the last two are a master and its replica: the
+// ones a scale-in to six members removes.
+func leavingLast(t *testing.T, ctx context.Context, f Factory, members []Member) []Member {
+	t.Helper()
+	st, err := Observe(ctx, f, members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, r := -1, -1
+	for i := range st.Members {
+		if self := st.Members[i].Self(); self.Master && len(self.Slots) > 0 {
+			m = i
+		}
+	}
+	for i := range st.Members {
+		if st.Members[i].Self().MasterID == st.Members[m].ID() {
+			r = i
+		}
+	}
+	var out []Member
+	for i := range members {
+		if i != m && i != r {
+			out = append(out, members[i])
+		}
+	}
+	return append(out, members[m], members[r])
+}
