@@ -173,7 +173,7 @@ func PlanAssign(masters []MasterSlots, newMasters []string, assign []Assignment)
 		if need >= have {
 			return nil, assignErr(i, "slots", "%d slots asked but the fromReplicas masters own only %d, and each must keep at least one", need, have)
 		}
-	share := make([]int, len(givers))
+		share := make([]int, len(givers))
 		rem := make([]int, len(givers))
 		sum := 0
 		for k, g := range givers {
