@@ -73,14 +73,16 @@ func Scale(ctx context.Context, f Factory, members []Member, req ScaleRequest) (
 		return ScaleProgress{Phase: PhaseConverging}, nil
 	}
 	plan, err := planScale(st, req)
-	if err == nil {
-		err = checkNoKeys(ctx, f, st, plan.empty)
-	}
 	if err != nil {
-		if errors.Is(err, ErrRefused) || ctx.Err() != nil {
-			return ScaleProgress{Phase: PhaseRefused}, err
-		}
 		return ScaleProgress{Phase: PhaseRefused}, fmt.Errorf("%w: %w", ErrRefused, err)
+	}
+	// A node holding keys refuses (wrapping ErrRefused); a DBSIZE that failed is retried.
+	if err := checkNoKeys(ctx, f, st, plan.empty); err != nil {
+		phase := PhaseConverging
+		if errors.Is(err, ErrRefused) {
+			phase = PhaseRefused
+		}
+		return ScaleProgress{Phase: phase}, err
 	}
 	if prog, wait, err := attachFresh(ctx, f, st, plan); wait || err != nil {
 		return prog, err
