@@ -100,6 +100,7 @@ func (r *Reconciler) reconcileScale(ctx context.Context, s *scope) (ctrl.Result,
 	case errors.Is(err, redis.ErrRefused):
 		reason, msg := scaleRefusal(rc, err, current, desired)
 		r.warnOnce(s, reason, msg)
+		s.reason = "" // the phase's own reason carries msg: say it once
 		return ctrl.Result{RequeueAfter: requeueFailed}, r.redecide(s, errors.New(msg))
 	case err != nil:
 		r.warnOnce(s, ReasonRedisError, fmt.Sprintf("Scaling: %v", err))
