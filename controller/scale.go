@@ -98,8 +98,10 @@ func (r *Reconciler) reconcileScale(ctx context.Context, s *scope) (ctrl.Result,
 	}
 	switch {
 	case errors.Is(err, redis.ErrRefused):
-		r.warnOnce(s, ReasonRedisError, err.Error())
-		return ctrl.Result{RequeueAfter: requeueFailed}, r.redecide(s, err)
+		reason, msg := scaleRefusal(rc, err, current, desired)
+		r.warnOnce(s, reason, msg)
+		s.reason = "" // the phase's own reason carries msg: say it once
+		return ctrl.Result{RequeueAfter: requeueFailed}, r.redecide(s, errors.New(msg))
 	case err != nil:
 		r.warnOnce(s, ReasonRedisError, fmt.Sprintf("Scaling: %v", err))
 		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
@@ -140,4 +142,33 @@ func scalePlaced(s *scope) bool {
 	}
 	moves, err := redis.PlanScale(st, req)
 	return err == nil && len(moves) == 0
+}
+
+// scaleRefusal words a refused resize for the status and a Warning event, naming the
+// spec field the user should change: redis/ reports what is wrong in its own terms.
+func scaleRefusal(rc *redisv1alpha1.RedisCluster, err error, current, desired int) (string, string) {
+	var ae *redis.AssignError
+	var ce *redis.CapacityError
+	var ke *redis.KeysError
+	switch {
+	case errors.As(err, &ae):
+		field := "spec.updateStrategy.assignStrategies"
+		if ae.Index >= 0 {
+			field = fmt.Sprintf("%s[%d]", field, ae.Index)
+		}
+		if ae.Field != "" {
+			field += "." + ae.Field
+		}
+		return ReasonInvalidSpec, fmt.Sprintf("Scaling refused: %s: %s; nothing moved", field, ae.Problem)
+	case errors.As(err, &ce) && desired >= current:
+		return ReasonRedisError, fmt.Sprintf("Scaling refused: the slots planned for the new masters do not fit: %s; no slot moved. "+
+			"Raise maxmemory or change spec.updateStrategy", ce.Error())
+	case errors.As(err, &ce):
+		return ReasonRedisError, fmt.Sprintf("Scaling refused: spec.replicas: %d instances (%d masters) cannot hold the data: %s; "+
+			"no slot moved and the cluster keeps serving at %d instances. Raise maxmemory or keep spec.replicas at %d",
+			desired, rc.Spec.Masters(), ce.Error(), current, current)
+	case errors.As(err, &ke):
+		return ReasonRedisError, "Scaling refused: " + ke.Error()
+	}
+	return ReasonRedisError, err.Error()
 }

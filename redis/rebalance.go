@@ -96,16 +96,40 @@ func takeSlots(m MasterSlots, n int) []SlotMove {
 	return out
 }
 
+// AssignError is a refusal of AssignReceive's entries: Index is the entry (-1 for the
+// list as a whole), Field the entry's field at fault ("slots", "fromReplicas" or "" for
+// the entry itself). redis/ does not know where the entries come from; the caller names
+// the field in its own terms.
+type AssignError struct {
+	Index   int
+	Field   string
+	Problem string
+}
+
+func (e *AssignError) Error() string {
+	switch {
+	case e.Index < 0:
+		return "assignment entries: " + e.Problem
+	case e.Field == "":
+		return fmt.Sprintf("assignment entry %d: %s", e.Index, e.Problem)
+	}
+	return fmt.Sprintf("assignment entry %d %s: %s", e.Index, e.Field, e.Problem)
+}
+
+func assignErr(i int, field, format string, args ...any) error {
+	return &AssignError{Index: i, Field: field, Problem: fmt.Sprintf(format, args...)}
+}
+
 // PlanAssign plans AssignReceive: newMasters[i] ends with assign[i].Slots slots taken
 // from the masters assign[i].From names, in proportion to what they own now (largest
 // remainders first). What a new master already holds counts, so a half-done plan resumes
-// where it is. A giver that is no master holding slots, or more slots asked than the
-// givers own, is a refusal naming spec.updateStrategy.assignStrategies[i]; nothing is
+// where it is. Entries that do not match the new masters one to one, a slot count out of
+// range, a giver that is no old master holding slots (or named twice), more slots asked
+// than the givers own, or a giver left with no slot at all is an *AssignError; nothing is
 // planned then.
 func PlanAssign(masters []MasterSlots, newMasters []string, assign []Assignment) ([]SlotMove, error) {
-	if len(assign) < len(newMasters) {
-		return nil, fmt.Errorf("spec.updateStrategy.assignStrategies: %d new masters need %d entries (type AssignReceive), found %d",
-			len(newMasters), len(newMasters), len(assign))
+	if err := checkAssignCount(len(newMasters), assign); err != nil {
+		return nil, err
 	}
 	byKey := map[string]int{}
 	for i, m := range masters {
@@ -124,40 +148,30 @@ func PlanAssign(masters []MasterSlots, newMasters []string, assign []Assignment)
 	}
 	var moves []SlotMove
 	for i, id := range newMasters {
-		field := fmt.Sprintf("spec.updateStrategy.assignStrategies[%d]", i)
 		ni, ok := byKey[id]
 		if !ok {
-			return nil, fmt.Errorf("%s: new master %s is not a member", field, id)
+			return nil, assignErr(i, "", "new master %s is not a member", id)
 		}
-		var givers []int
-		seen := map[int]bool{}
-		for _, name := range assign[i].From {
-			name = strings.TrimSpace(name)
-			if name == "" {
-				continue
-			}
-			g, ok := byKey[name]
-			if !ok || isNew[masters[g].ID] || len(masters[g].Slots) == 0 {
-				return nil, fmt.Errorf("%s.fromReplicas: %q is not a master holding slots (give node IDs or pod names of existing masters)", field, name)
-			}
-			if !seen[g] {
-				seen[g] = true
-				givers = append(givers, g)
-			}
-		}
-		if len(givers) == 0 {
-			return nil, fmt.Errorf("%s.fromReplicas: names no master", field)
+		givers, err := assignGivers(masters, byKey, isNew, i, assign[i].From)
+		if err != nil {
+			return nil, err
 		}
 		need := assign[i].Slots - owned[ni].Count()
-		if need <= 0 {
+		if need < 0 {
+			// PlanAssign never gives a new master more than its entry: this one was a
+			// master before, so the entries do not match the masters being added.
+			return nil, assignErr(i, "slots", "%d slots asked, but %s already holds %d: it is no new master (one entry per master added, in order)",
+				assign[i].Slots, nameOf(masters[ni]), owned[ni].Count())
+		}
+		if need == 0 {
 			continue
 		}
 		have := 0
 		for _, g := range givers {
 			have += owned[g].Count()
 		}
-		if need > have {
-			return nil, fmt.Errorf("%s.slots: %d slots asked but the fromReplicas masters own only %d", field, need, have)
+		if need >= have {
+			return nil, assignErr(i, "slots", "%d slots asked but the fromReplicas masters own only %d, and each must keep at least one", need, have)
 		}
 		share := make([]int, len(givers))
 		rem := make([]int, len(givers))
@@ -186,7 +200,62 @@ func PlanAssign(masters []MasterSlots, newMasters []string, assign []Assignment)
 			}
 			owned[g] = owned[g].Subtract(tr.Normalize())
 			owned[ni] = append(owned[ni], tr...).Normalize()
+			if owned[g].Count() == 0 {
+				// A master with no slot left turns itself into a replica
+				// (cluster-allow-replica-migration): the cluster would lose a master.
+				return nil, assignErr(i, "fromReplicas", "would take every slot of %s; a master must keep at least one", nameOf(masters[g]))
+			}
 		}
 	}
 	return moves, nil
+}
+
+// checkAssignCount refuses entries that are not one per new master, or whose slot count
+// is out of range, before anything is planned.
+func checkAssignCount(newMasters int, assign []Assignment) error {
+	if len(assign) == 0 {
+		return assignErr(-1, "", "AssignReceive needs one entry per master added, found none")
+	}
+	if len(assign) != newMasters {
+		return assignErr(-1, "", "%d entries, but this scale-out adds %d masters: give exactly one entry per master added", len(assign), newMasters)
+	}
+	for i, a := range assign {
+		if a.Slots < 1 || a.Slots > SlotCount {
+			return assignErr(i, "slots", "%d is out of range: a new master takes 1 to %d slots", a.Slots, SlotCount)
+		}
+	}
+	return nil
+}
+
+// assignGivers resolves entry i's fromReplicas to master indexes: each must be an old
+// master holding slots, named once.
+func assignGivers(masters []MasterSlots, byKey map[string]int, isNew map[string]bool, i int, from []string) ([]int, error) {
+	var givers []int
+	seen := map[int]string{}
+	for _, name := range from {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		g, ok := byKey[name]
+		if !ok || isNew[masters[g].ID] || len(masters[g].Slots) == 0 {
+			return nil, assignErr(i, "fromReplicas", "%q is not an existing master holding slots (give node IDs or pod names of the masters before this scale-out)", name)
+		}
+		if first, dup := seen[g]; dup {
+			return nil, assignErr(i, "fromReplicas", "%q and %q name the same master", first, name)
+		}
+		seen[g] = name
+		givers = append(givers, g)
+	}
+	if len(givers) == 0 {
+		return nil, assignErr(i, "fromReplicas", "names no master")
+	}
+	return givers, nil
+}
+
+func nameOf(m MasterSlots) string {
+	if m.Name != "" {
+		return m.Name
+	}
+	return m.ID
 }

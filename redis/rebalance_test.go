@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -138,15 +139,89 @@ func TestPlanAssign(t *testing.T) {
 		t.Fatalf("resume: %d moves, %v", len(moves), err)
 	}
 	for _, tt := range []struct {
-		assign []Assignment
-		want   string
+		assign       []Assignment
+		index        int
+		field, would string
 	}{
-		{[]Assignment{{Slots: 100, From: []string{"zz"}}}, `spec.updateStrategy.assignStrategies[0].fromReplicas: "zz"`},
-		{[]Assignment{{Slots: 6000, From: []string{"a"}}}, "spec.updateStrategy.assignStrategies[0].slots: 6000 slots asked"},
-		{nil, "spec.updateStrategy.assignStrategies: 1 new masters"},
+		{[]Assignment{{Slots: 100, From: []string{"zz"}}}, 0, "fromReplicas", `"zz" is not an existing master`},
+		{[]Assignment{{Slots: 6000, From: []string{"a"}}}, 0, "slots", "6000 slots asked but the fromReplicas masters own only 5461"},
+		{[]Assignment{{Slots: 5461, From: []string{"a"}}}, 0, "slots", "own only 5461, and each must keep at least one"},
+		{nil, -1, "", "found none"},
+		{[]Assignment{{Slots: 1, From: []string{"a"}}, {Slots: 1, From: []string{"b"}}}, -1, "", "2 entries, but this scale-out adds 1 masters"},
+		{[]Assignment{{Slots: 0, From: []string{"a"}}}, 0, "slots", "0 is out of range"},
+		{[]Assignment{{Slots: -5, From: []string{"a"}}}, 0, "slots", "-5 is out of range"},
+		{[]Assignment{{Slots: 16385, From: []string{"a"}}}, 0, "slots", "16385 is out of range"},
+		{[]Assignment{{Slots: 10, From: []string{"a", "pod-a"}}}, 0, "fromReplicas", `"a" and "pod-a" name the same master`},
+		{[]Assignment{{Slots: 10, From: []string{" ", ""}}}, 0, "fromReplicas", "names no master"},
+		{[]Assignment{{Slots: 10, From: []string{"d"}}}, 0, "fromReplicas", `"d" is not an existing master`},
 	} {
-		if _, err := PlanAssign(masters, []string{"d"}, tt.assign); err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("got %v, want %q", err, tt.want)
+		_, err := PlanAssign(masters, []string{"d"}, tt.assign)
+		var ae *AssignError
+		if !errors.As(err, &ae) || ae.Index != tt.index || ae.Field != tt.field || !strings.Contains(ae.Problem, tt.would) {
+			t.Errorf("%v: got %#v (%v), want entry %d %s: %q", tt.assign, ae, err, tt.index, tt.field, tt.would)
 		}
 	}
+	// A giver whose proportional share would be all it owns is refused, not emptied.
+	tiny := []MasterSlots{ms("a", SlotRange{0, 0}), ms("b", SlotRange{1, 16383}), ms("d")}
+	if _, err := PlanAssign(tiny, []string{"d"}, []Assignment{{Slots: 16000, From: []string{"a", "b"}}}); err == nil {
+		t.Error("a giver was emptied")
+	}
+}
+
+// FuzzPlanAssign: any entries give either an *AssignError or moves from owners that leave
+// every new master with exactly its slots and every giver with at least one; never a panic.
+func FuzzPlanAssign(f *testing.F) {
+	f.Add(3, 1, 1000, "a,b", 0, "")
+	f.Add(3, 5, 1, "a", -3, "a,a")
+	f.Add(4, 2, 20000, "pod-a,zz", 16384, " ")
+	f.Fuzz(func(t *testing.T, old, entries, slots int, from string, slots2 int, from2 string) {
+		old, entries = 1+abs(old)%6, abs(entries)%8
+		var masters []MasterSlots
+		per := SlotCount / old
+		for i := 0; i < old; i++ {
+			end := (i+1)*per - 1
+			if i == old-1 {
+				end = SlotCount - 1
+			}
+			masters = append(masters, ms(string(rune('a'+i)), SlotRange{i * per, end}))
+		}
+		newIDs := []string{"x", "y"}
+		for _, id := range newIDs {
+			masters = append(masters, ms(id))
+		}
+		var assign []Assignment
+		for i := 0; i < entries; i++ {
+			a := Assignment{Slots: slots, From: strings.Split(from, ",")}
+			if i%2 == 1 {
+				a = Assignment{Slots: slots2, From: strings.Split(from2, ",")}
+			}
+			assign = append(assign, a)
+		}
+		moves, err := PlanAssign(masters, newIDs, assign)
+		if err != nil {
+			var ae *AssignError
+			if !errors.As(err, &ae) || ae.Index >= len(assign) {
+				t.Fatalf("error %v is no *AssignError of an entry", err)
+			}
+			return
+		}
+		count := apply(t, masters, moves)
+		for i, id := range newIDs {
+			if count[id] != assign[i].Slots {
+				t.Fatalf("%s holds %d slots, entry asks %d", id, count[id], assign[i].Slots)
+			}
+		}
+		for _, m := range masters[:old] {
+			if count[m.ID] == 0 {
+				t.Fatalf("giver %s emptied", m.ID)
+			}
+		}
+	})
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
 }

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -43,9 +44,14 @@ type ScaleProgress struct {
 
 // Scale takes one bounded step of a resize, planned from Redis' own state each time, so
 // it resumes after any interruption: an open slot is finished first, then the members
-// meet, then slots migrate (PlanRebalance or PlanAssign) until the budget is spent, then
-// replicas are attached (Heal), and on scale-in the leaving nodes are forgotten by every
-// kept member and reset. A refusal wraps ErrRefused and writes nothing.
+// meet; then the new masters get their replicas, and slots move to a new master only once
+// its replicas are in sync, so losing its pod mid-migration loses nothing (Redis promotes
+// the replica). Then slots migrate (PlanRebalance or PlanAssign) until the budget is
+// spent, then the other replicas are attached (Heal), and on scale-in the leaving nodes
+// are forgotten by every kept member and reset. Before anything is written, a step
+// refuses a node holding keys but no slots (*KeysError) and bad AssignReceive entries
+// (*AssignError); before slots move, one the kept masters' maxmemory cannot hold
+// (*CapacityError). A refusal wraps ErrRefused and writes nothing.
 func Scale(ctx context.Context, f Factory, members []Member, req ScaleRequest) (ScaleProgress, error) {
 	st, err := Observe(ctx, f, members)
 	if err != nil {
@@ -66,12 +72,26 @@ func Scale(ctx context.Context, f Factory, members []Member, req ScaleRequest) (
 	if !st.AllMet() || !st.Agreed() || !st.ClusterOK() {
 		return ScaleProgress{Phase: PhaseConverging}, nil
 	}
-	moves, err := PlanScale(st, req)
+	plan, err := planScale(st, req)
 	if err != nil {
 		return ScaleProgress{Phase: PhaseRefused}, fmt.Errorf("%w: %w", ErrRefused, err)
 	}
-	if len(moves) > 0 {
-		return migrate(ctx, f, st, moves, req)
+	// A node holding keys refuses (wrapping ErrRefused); a DBSIZE that failed is retried.
+	if err := checkNoKeys(ctx, f, st, plan.empty); err != nil {
+		phase := PhaseConverging
+		if errors.Is(err, ErrRefused) {
+			phase = PhaseRefused
+		}
+		return ScaleProgress{Phase: phase}, err
+	}
+	if prog, wait, err := attachFresh(ctx, f, st, plan); wait || err != nil {
+		return prog, err
+	}
+	if len(plan.moves) > 0 {
+		if err := checkCapacity(ctx, f, st, plan.moves); err != nil {
+			return ScaleProgress{Phase: PhaseRefused}, err
+		}
+		return migrate(ctx, f, st, plan.moves, req)
 	}
 	kept := members[:req.Keep]
 	p, err := Heal(ctx, f, kept, req.Masters, req.ReplicasPerMaster)
@@ -87,6 +107,91 @@ func Scale(ctx context.Context, f Factory, members []Member, req ScaleRequest) (
 		return prog, nil
 	}
 	return removeLeaving(ctx, f, st, req)
+}
+
+// PhaseSyncingReplicas: a new master waits for its replicas' initial sync before it
+// receives slots.
+const PhaseSyncingReplicas = "WaitingForReplicaSync"
+
+// KeysError refuses a node that holds keys but no slots: giving it slots would serve
+// those keys as if they belonged there, and making it a replica would drop them.
+type KeysError struct {
+	Pod, Addr string
+	Keys      int64
+}
+
+func (e *KeysError) Error() string {
+	return fmt.Sprintf("pod %s (%s) holds %d keys but no slots; refusing to give it slots or make it a replica (empty it, or delete its data, first)",
+		e.Pod, e.Addr, e.Keys)
+}
+
+// checkNoKeys reads DBSIZE of the kept masters holding no slot, as bootstrap does before
+// claiming a node. The error wraps ErrRefused and names the first one holding keys.
+func checkNoKeys(ctx context.Context, f Factory, st *ClusterState, empty []int) error {
+	if len(empty) == 0 {
+		return nil
+	}
+	if err := newBootstrapper(f).readKeys(ctx, st, empty); err != nil {
+		return fmt.Errorf("failed to count keys of empty masters: %w", err)
+	}
+	for _, i := range empty {
+		if m := &st.Members[i]; m.Keys > 0 {
+			return fmt.Errorf("%w: %w", ErrRefused, &KeysError{Pod: m.Pod, Addr: m.Addr, Keys: m.Keys})
+		}
+	}
+	return nil
+}
+
+// attachFresh makes the members AssignReplicas places on a fresh master (empty masters
+// only: a replica of another master is never taken away) replicate it, and reports wait
+// while a fresh master's replica is not attached or not yet in sync (master_link_status
+// up, no full sync in progress). A fresh master with no member to spare for it goes on
+// without a replica.
+func attachFresh(ctx context.Context, f Factory, st *ClusterState, plan scalePlan) (ScaleProgress, bool, error) {
+	prog := ScaleProgress{Phase: PhaseReplicating}
+	isFresh, isEmpty := setOf(plan.fresh), setOf(plan.empty)
+	var acts []Action
+	var linked []int
+	for _, r := range sortedKeys(plan.replicaOf) {
+		m := plan.replicaOf[r]
+		if !isFresh[m] {
+			continue
+		}
+		self, mid := st.Members[r].Self(), st.Members[m].ID()
+		switch {
+		case self.Replica && self.MasterID == mid:
+			linked = append(linked, r)
+		case isEmpty[r]:
+			acts = append(acts, Action{Kind: ActionReplicate, Member: r, Target: m, MasterID: mid,
+				Message: fmt.Sprintf("Made %s a replica of new master %s before it receives slots", st.Members[r].Pod, st.Members[m].Pod)})
+		}
+	}
+	if len(acts) > 0 {
+		prog.Actions = acts
+		if err := newBootstrapper(f).execute(ctx, st, acts); err != nil {
+			return prog, true, fmt.Errorf("failed to attach replicas to new masters: %w", err)
+		}
+		return prog, true, nil
+	}
+	for _, r := range linked {
+		rep, err := f.For(st.Members[r].Addr).Replication(ctx)
+		if err != nil {
+			return prog, true, err
+		}
+		if !rep.InSync() {
+			prog.Phase = PhaseSyncingReplicas
+			return prog, true, nil
+		}
+	}
+	return prog, false, nil
+}
+
+func setOf(idx []int) map[int]bool {
+	out := make(map[int]bool, len(idx))
+	for _, i := range idx {
+		out[i] = true
+	}
+	return out
 }
 
 // keptFormed reports whether the kept members alone hold every slot with their replicas.
@@ -209,47 +314,132 @@ func migrate(ctx context.Context, f Factory, st *ClusterState, moves []SlotMove,
 // PlanScale is the moves left for the request, from one observation: none when the slot
 // distribution matches the plan (the SlotsPlaced guard).
 func PlanScale(st *ClusterState, req ScaleRequest) ([]SlotMove, error) {
-	var keep, leaving []MasterSlots
-	var empty []int
+	p, err := planScale(st, req)
+	return p.moves, err
+}
+
+// scalePlan is one observation's plan of a resize.
+type scalePlan struct {
+	moves []SlotMove
+	// fresh are the kept members chosen as masters that hold no slot yet: the new masters
+	// still to be filled. They get their replicas, in sync, before any slot moves to them.
+	fresh []int
+	// replicaOf is replica → master (member indexes) for every kept member that is no
+	// master, as AssignReplicas places them (another Kubernetes node where possible).
+	replicaOf map[int]int
+	// empty are the kept masters holding no slot: the fresh ones and the ones to become
+	// replicas. Each must hold no key before it is given slots or a master.
+	empty []int
+}
+
+// planScale chooses the masters after the resize (members holding slots stay masters;
+// the others are picked by ChooseMasters, so every step picks the same ones), places the
+// replicas, and plans the moves: PlanRebalance, or PlanAssign for AssignReceive.
+func planScale(st *ClusterState, req ScaleRequest) (scalePlan, error) {
+	var p scalePlan
+	if req.Keep > len(st.Members) || req.Keep < 0 {
+		return p, fmt.Errorf("keep %d of %d members", req.Keep, len(st.Members))
+	}
+	var fixed []int
+	var leaving []MasterSlots
+	replicas := map[int]int{}
+	index := map[string]int{}
 	for i := range st.Members {
 		self := st.Members[i].Self()
 		if self == nil {
-			return nil, fmt.Errorf("member %s did not answer", st.Members[i].Pod)
+			return p, fmt.Errorf("member %s did not answer", st.Members[i].Pod)
 		}
-		ms := MasterSlots{ID: self.ID, Name: st.Members[i].Pod, Slots: self.Slots}
+		index[self.ID] = i
+	}
+	for i := range st.Members {
+		self := st.Members[i].Self()
 		switch {
 		case i >= req.Keep:
 			if len(self.Slots) > 0 {
-				leaving = append(leaving, ms)
+				leaving = append(leaving, masterSlots(st, i))
 			}
-		case self.Master && len(self.Slots) > 0:
-			keep = append(keep, ms)
-		case self.Master:
-			empty = append(empty, i)
+		case self.Replica:
+			m, ok := index[self.MasterID]
+			if !ok || m >= req.Keep {
+				m = -1 // a replica of no kept member: not a candidate master either
+			}
+			replicas[i] = m
+		case len(self.Slots) > 0:
+			fixed = append(fixed, i)
+		default:
+			p.empty = append(p.empty, i)
 		}
 	}
-	if len(keep) > req.Masters {
-		return nil, fmt.Errorf("%d kept members hold slots but %d masters are wanted", len(keep), req.Masters)
+	if len(fixed) > req.Masters {
+		return p, fmt.Errorf("%d kept members hold slots but %d masters are wanted", len(fixed), req.Masters)
 	}
-	var added []string
-	for _, i := range empty {
-		if len(keep) >= req.Masters {
-			break
+	kept := memberList(&ClusterState{Members: st.Members[:req.Keep]})
+	chosen := ChooseMasters(kept, fixed, replicas, req.Masters)
+	if chosen == nil {
+		return p, fmt.Errorf("%d kept members cannot make %d masters", req.Keep, req.Masters)
+	}
+	var keep []MasterSlots
+	for _, i := range chosen {
+		keep = append(keep, masterSlots(st, i))
+		if len(st.Members[i].Self().Slots) == 0 {
+			p.fresh = append(p.fresh, i)
 		}
-		self := st.Members[i].Self()
-		keep = append(keep, MasterSlots{ID: self.ID, Name: st.Members[i].Pod})
-		added = append(added, self.ID)
 	}
+	existing := map[int]int{}
+	for r, m := range replicas {
+		if m >= 0 {
+			existing[r] = m
+		}
+	}
+	p.replicaOf = AssignReplicas(kept, chosen, existing, req.ReplicasPerMaster)
 	if req.Assign == nil || req.Keep < len(st.Members) {
-		return PlanRebalance(keep, leaving), nil
+		p.moves = PlanRebalance(keep, leaving)
+		return p, nil
 	}
-	var newMasters []string
-	for i := req.NewFrom; i < len(st.Members); i++ {
-		if self := st.Members[i].Self(); self.Master && (len(self.Slots) > 0 || hasID(added, self.ID)) {
-			newMasters = append(newMasters, self.ID)
+	newMasters, err := assignedMasters(st, req, fixed, p.fresh)
+	if err != nil {
+		return p, err
+	}
+	p.moves, err = PlanAssign(keep, newMasters, req.Assign)
+	return p, err
+}
+
+// assignedMasters lists the node IDs of the masters AssignReceive's entries are for, in
+// order. Before the first slot moves, the fresh masters are exactly the added ones, and
+// the entries must match them one to one. Once slots moved, a new master holds slots like
+// an old one, and the new ones are the masters from ordinal NewFrom on.
+func assignedMasters(st *ClusterState, req ScaleRequest, fixed, fresh []int) ([]string, error) {
+	if len(req.Assign) == 0 {
+		return nil, checkAssignCount(0, nil)
+	}
+	var ids []string
+	if len(fresh) > 0 && (len(fixed) == 0 || fixed[len(fixed)-1] < fresh[0]) {
+		if len(req.Assign) != len(fresh) {
+			return nil, assignErr(-1, "", "%d entries, but this scale-out adds %d masters (%s): give exactly one entry per master added",
+				len(req.Assign), len(fresh), podList(st, fresh))
+		}
+		for _, i := range fresh {
+			ids = append(ids, st.Members[i].ID())
+		}
+		return ids, nil
+	}
+	if req.NewFrom < 0 || req.NewFrom >= len(st.Members) {
+		return nil, assignErr(-1, "", "%d entries do not fit a cluster of %d masters: give exactly one entry per master added",
+			len(req.Assign), req.Masters)
+	}
+	all := append(append([]int{}, fixed...), fresh...)
+	sort.Ints(all) // entry i is for the i-th master added, in ordinal order
+	for _, i := range all {
+		if i >= req.NewFrom {
+			ids = append(ids, st.Members[i].ID())
 		}
 	}
-	return PlanAssign(keep, newMasters, req.Assign)
+	return ids, nil
+}
+
+func masterSlots(st *ClusterState, i int) MasterSlots {
+	self := st.Members[i].Self()
+	return MasterSlots{ID: self.ID, Name: st.Members[i].Pod, Slots: self.Slots}
 }
 
 func hasID(ids []string, id string) bool {

@@ -112,6 +112,16 @@ func TestBadSpecsAreRefused(t *testing.T) {
 			want: []string{"spec.updateStrategy.assignStrategies", "type AssignReceive needs at least one entry"},
 		},
 		{
+			name: "more assignStrategies entries than masters",
+			mutate: func(rc *redisv1alpha1.RedisCluster) {
+				rc.Spec.UpdateStrategy.Type = redisv1alpha1.UpdateStrategyAssignReceive
+				for i := 0; i < 5; i++ {
+					rc.Spec.UpdateStrategy.AssignStrategies = append(rc.Spec.UpdateStrategy.AssignStrategies, redisv1alpha1.AssignStrategy{Slots: 100, FromReplicas: "demo-0"})
+				}
+			},
+			want: []string{"spec.updateStrategy.assignStrategies", "more entries than masters"},
+		},
+		{
 			name: "assign strategy of 0 slots",
 			mutate: func(rc *redisv1alpha1.RedisCluster) {
 				rc.Spec.UpdateStrategy.Type = redisv1alpha1.UpdateStrategyAssignReceive
