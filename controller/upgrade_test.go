@@ -80,7 +80,7 @@ func recreatePod(t *testing.T, rc *redisv1alpha1.RedisCluster, name, addr, rev s
 	if err := apiClient.Delete(ctx, old, client.GracePeriodSeconds(0)); client.IgnoreNotFound(err) != nil {
 		t.Fatal(err)
 	}
-	Eventually(func() bool {
+	NewWithT(t).Eventually(func() bool {
 		return apiClient.Get(ctx, client.ObjectKeyFromObject(old), &corev1.Pod{}) != nil
 	}, 10*time.Second, 50*time.Millisecond).Should(BeTrue())
 	host, port, _ := strings.Cut(addr, ":")
