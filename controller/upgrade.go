@@ -58,7 +58,7 @@ func (r *Reconciler) reconcileUpgrade(ctx context.Context, s *scope) (ctrl.Resul
 	if pod, why := failingPod(s, rev, true); pod != nil {
 		// The new template does not come up: restarting more pods on it would only take
 		// more of the cluster down. Stop, say which pod and why, and wait for the user.
-		r.warnOnce(s, ReasonUpgradeStopped, fmt.Sprintf("Upgrade stopped: pod %s on the new template %s; no further pod is restarted. Fix the template or set the spec back: pods on a revision that is no longer current are then replaced by themselves", pod.Name, why))
+		r.warnStopped(s, fmt.Sprintf("Upgrade stopped: pod %s on the new template %s; no further pod is restarted. Fix the template or set the spec back: pods on a revision that is no longer current are then replaced by themselves", pod.Name, why))
 		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
 	}
 	if s.cluster.Spec.PodTemplate().UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType {
@@ -87,6 +87,15 @@ func (r *Reconciler) reconcileUpgrade(ctx context.Context, s *scope) (ctrl.Resul
 		return r.restartPod(ctx, s, m.Pod, fmt.Sprintf("Restarting %s on the new template", m.Pod))
 	}
 	return r.upgradeMaster(ctx, s, m, rev)
+}
+
+// warnStopped says why the roll stopped, with a Warning the first time this stop is seen.
+func (r *Reconciler) warnStopped(s *scope, msg string) {
+	s.reason = msg
+	if last, ok := r.stopsWarned.Swap(client.ObjectKeyFromObject(s.cluster), msg); ok && last == msg {
+		return
+	}
+	r.Recorder.Event(s.cluster, corev1.EventTypeWarning, ReasonUpgradeStopped, msg)
 }
 
 // replicaBehind checks every replica against its master (redis.CheckSync) and says which
@@ -216,6 +225,8 @@ func (r *Reconciler) restartPod(ctx context.Context, s *scope, name, event strin
 	if event != "" {
 		r.Recorder.Event(s.cluster, corev1.EventTypeNormal, ReasonUpgrade, event)
 	}
+	// The roll moves on: a later stop, even for the same pod and cause, is news again.
+	r.stopsWarned.Delete(client.ObjectKeyFromObject(s.cluster))
 	s.reason = "Restarting " + name + " on the new template"
 	// Give the cache time to see the pod go, so the next reconcile does not pick it again.
 	return ctrl.Result{RequeueAfter: requeueWaiting}, nil

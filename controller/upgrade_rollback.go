@@ -46,8 +46,11 @@ import (
 
 const (
 	// crashLoopRestarts is how many restarts of a container mark a pod that is not Ready
-	// as crash-looping: one restart may be a transient fault, two in a row are a pattern.
-	crashLoopRestarts = 2
+	// as crash-looping. One: a container that exited before its pod was ever Ready has
+	// failed to start, and counting more would let the report flap between the crash and
+	// the short run that follows each back-off. A pod that then becomes Ready is not
+	// failing any more, and the roll goes on.
+	crashLoopRestarts = 1
 	// notReadyBound is how long a pod may stay not Ready before it counts as failing. A
 	// Redis pod is Ready once redis-server listens, seconds after it starts (it listens
 	// before it loads its data), so two minutes covers a slow image pull and volume mount.

@@ -272,7 +272,7 @@ func TestPodFailure(t *testing.T) {
 				Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes are available"})
 		}), "is Pending: it cannot be scheduled (0/3 nodes are available)"},
 		"restarting between back-offs": {pod(func(p *corev1.Pod) {
-			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "redis", RestartCount: 2,
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "redis", RestartCount: 1,
 				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
 		}), "is crash-looping (container redis)"},
 		"image": {pod(func(p *corev1.Pod) {
