@@ -19,6 +19,8 @@ const (
 	ReasonTimedOut = "TimedOut"
 	// ReasonUpgrade: a step of the rolling upgrade (a failover, a pod restarted on the new template).
 	ReasonUpgrade = "Upgrade"
+	// ReasonUpgradeStopped: a pod on the new template does not come up; the roll stops.
+	ReasonUpgradeStopped = "UpgradeStopped"
 	// ReasonDeleted: the foreground finalizer was released once every pod was gone.
 	ReasonDeleted = "Deleted"
 )

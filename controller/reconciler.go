@@ -52,6 +52,9 @@ type Reconciler struct {
 	// a failover in flight is waited for rather than sent again. Lost on restart, which
 	// only means one more FAILOVER to a replica that is already taking over.
 	failovers sync.Map
+	// stopsWarned remembers, per cluster, the last "Upgrade stopped" Warning, so a pod that
+	// flaps between crashes and short runs is reported once, whatever the cached status says.
+	stopsWarned sync.Map
 	// failWatches keeps, per cluster, a *redis.FailWatch: since when each slot owner has
 	// been seen failing, so healing promotes a replica Redis will not (promoteAfter).
 	failWatches sync.Map

@@ -21,6 +21,10 @@ const (
 	// failoverWait is how long a FAILOVER sent is waited for before it is sent again;
 	// Redis abandons a manual failover after 5 s.
 	failoverWait = 6 * time.Second
+	// syncCheckWithin is how long one sync check reads a streaming replica again before it
+	// reports it behind: long enough for the bytes in flight on a busy master, short
+	// enough that a reconcile does not stall on a replica that is really behind.
+	syncCheckWithin = 500 * time.Millisecond
 )
 
 // failoverSent is the CLUSTER FAILOVER last sent for one cluster.
@@ -43,34 +47,110 @@ func (r *Reconciler) reconcileUpgrade(ctx context.Context, s *scope) (ctrl.Resul
 		s.reason = msg
 		return ctrl.Result{RequeueAfter: requeueFailover}, nil
 	}
-	if needsHealing(s) {
-		// A restarted pod not back yet, or back empty: heal (and wait) before the next.
-		return r.reconcileHeal(ctx, s)
-	}
 	rev, ok := updateRevision(s)
 	if !ok {
+		if needsHealing(s) {
+			return r.reconcileHeal(ctx, s)
+		}
 		s.reason = "Waiting for the StatefulSet controller to compute the new revision"
 		return ctrl.Result{RequeueAfter: requeueSoon}, nil
+	}
+	if pod, why := failingPod(s, rev, true); pod != nil {
+		// The new template does not come up: restarting more pods on it would only take
+		// more of the cluster down. Stop, say which pod and why, and wait for the user.
+		r.warnStopped(s, fmt.Sprintf("Upgrade stopped: pod %s on the new template %s; no further pod is restarted. Fix the template or set the spec back: pods on a revision that is no longer current are then replaced by themselves", pod.Name, why))
+		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
 	}
 	if s.cluster.Spec.PodTemplate().UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType {
 		s.reason = "spec.pod[0].updateStrategy is OnDelete: delete the pods to restart them on the new template"
 		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
 	}
+	if res, done, err := r.rollBackFailingPod(ctx, s, rev); done {
+		return res, err
+	}
+	if needsHealing(s) {
+		// A restarted pod not back yet, or back empty: heal (and wait) before the next.
+		return r.reconcileHeal(ctx, s)
+	}
 	m, master := nextRestart(s, rev)
-	switch {
-	case m == nil:
+	if m == nil {
 		s.reason = "Every pod runs the new template; waiting for the replicas to sync"
 		return ctrl.Result{RequeueAfter: requeueSoon}, nil
-	case !master:
+	}
+	// A spare copy at every moment: the pod restarted last (or the empty node healing
+	// joined in its place) must hold a full, current copy before another pod goes.
+	if wait := r.replicaBehind(ctx, s); wait != "" {
+		s.reason = wait + " before restarting the next pod"
+		return ctrl.Result{RequeueAfter: requeueFailover}, nil
+	}
+	if !master {
 		return r.restartPod(ctx, s, m.Pod, fmt.Sprintf("Restarting %s on the new template", m.Pod))
 	}
 	return r.upgradeMaster(ctx, s, m, rev)
+}
+
+// warnStopped says why the roll stopped, with a Warning the first time this stop is seen.
+func (r *Reconciler) warnStopped(s *scope, msg string) {
+	s.reason = msg
+	if last, ok := r.stopsWarned.Swap(client.ObjectKeyFromObject(s.cluster), msg); ok && last == msg {
+		return
+	}
+	r.Recorder.Event(s.cluster, corev1.EventTypeWarning, ReasonUpgradeStopped, msg)
+}
+
+// replicaBehind checks every replica against its master (redis.CheckSync) and says which
+// one is not caught up and why; "" when all are.
+func (r *Reconciler) replicaBehind(ctx context.Context, s *scope) string {
+	f := r.redis.factory(client.ObjectKeyFromObject(s.cluster), s.password)
+	for i := range s.redis.Members {
+		m := &s.redis.Members[i]
+		self := m.Self()
+		if self == nil || !self.Replica {
+			continue
+		}
+		master := memberByID(s.redis, self.MasterID)
+		if master == nil {
+			return fmt.Sprintf("Waiting for the master of replica %s to be a member", m.Pod)
+		}
+		if why := r.syncWait(ctx, f, master, m); why != "" {
+			return why
+		}
+	}
+	return ""
+}
+
+// syncWait is "" when the replica is caught up with the master, else why it is not.
+func (r *Reconciler) syncWait(ctx context.Context, f redis.Factory, master, replica *redis.MemberState) string {
+	c, err := redis.CheckSync(ctx, f, master.Addr, replica.Addr, syncCheckWithin)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("Waiting for replica %s to answer a sync check: %v", replica.Pod, err)
+	case !c.CaughtUp():
+		return fmt.Sprintf("Waiting for replica %s to catch up with its master %s: %s", replica.Pod, master.Pod, c.Why())
+	}
+	return ""
+}
+
+func memberByID(st *redis.ClusterState, id string) *redis.MemberState {
+	for i := range st.Members {
+		if st.Members[i].ID() == id {
+			return &st.Members[i]
+		}
+	}
+	return nil
 }
 
 // upgradeMaster fails the master over to an updated, in-sync replica; a master with no
 // replica is restarted as it is only when its data survives the restart.
 func (r *Reconciler) upgradeMaster(ctx context.Context, s *scope, m *redis.MemberState, rev string) (ctrl.Result, error) {
 	if target := failoverTarget(s, m.ID(), rev); target != nil {
+		// A failover to a replica that lags makes the master hold its clients until the
+		// replica catches up, and Redis gives up after 5 s: check first, wait if behind.
+		f := r.redis.factory(client.ObjectKeyFromObject(s.cluster), s.password)
+		if why := r.syncWait(ctx, f, m, target); why != "" {
+			s.reason = why + " before failing it over"
+			return ctrl.Result{RequeueAfter: requeueFailover}, nil
+		}
 		return r.failOver(ctx, s, m, target)
 	}
 	if s.cluster.Spec.ReplicasPerMasterOrDefault() > 0 {
@@ -145,6 +225,8 @@ func (r *Reconciler) restartPod(ctx context.Context, s *scope, name, event strin
 	if event != "" {
 		r.Recorder.Event(s.cluster, corev1.EventTypeNormal, ReasonUpgrade, event)
 	}
+	// The roll moves on: a later stop, even for the same pod and cause, is news again.
+	r.stopsWarned.Delete(client.ObjectKeyFromObject(s.cluster))
 	s.reason = "Restarting " + name + " on the new template"
 	// Give the cache time to see the pod go, so the next reconcile does not pick it again.
 	return ctrl.Result{RequeueAfter: requeueWaiting}, nil

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 )
@@ -17,6 +18,8 @@ type Replication struct {
 	Syncing bool
 	// Offset is slave_repl_offset on a replica, master_repl_offset on a master.
 	Offset int64
+	// MasterAddr is "master_host:master_port" on a replica: whom it replicates from.
+	MasterAddr string
 }
 
 // InSync reports whether a replica is connected to its master and not in a full sync, so
@@ -28,6 +31,7 @@ func (r Replication) InSync() bool {
 // ParseReplication parses the "key:value" lines of INFO replication.
 func ParseReplication(text string) (Replication, error) {
 	var r Replication
+	var host, port string
 	for _, line := range strings.Split(text, "\n") {
 		key, value, ok := strings.Cut(strings.TrimSpace(line), ":")
 		if !ok {
@@ -36,6 +40,10 @@ func ParseReplication(text string) (Replication, error) {
 		switch key {
 		case "role":
 			r.Role = value
+		case "master_host":
+			host = value
+		case "master_port":
+			port = value
 		case "master_link_status":
 			r.LinkUp = value == "up"
 		case "master_sync_in_progress":
@@ -53,6 +61,9 @@ func ParseReplication(text string) (Replication, error) {
 	}
 	if r.Role == "" {
 		return Replication{}, fmt.Errorf("failed to parse INFO replication: no role")
+	}
+	if host != "" && port != "" {
+		r.MasterAddr = net.JoinHostPort(host, port)
 	}
 	return r, nil
 }

@@ -183,10 +183,12 @@ func TestFaultMasterPodDeleted(t *testing.T) {
 	}
 }
 
-// Every pod deleted at once, for the volume types that keep data: all six come back at new
-// addresses with their data and nodes.conf pointing at dead addresses.
+// Every pod deleted at once, for the volume type that keeps data wherever a pod lands: all
+// six come back at new addresses with their data and nodes.conf pointing at dead addresses.
+// hostPath is left out: a pod that lands on another node finds that node's directory, not
+// its own (docs/data.md), so every pod at once is the loss of a whole cluster's volumes.
 func TestFaultAllPodsDeleted(t *testing.T) {
-	for _, v := range faultVolumes[1:] {
+	for _, v := range faultVolumes[2:] {
 		t.Run(v.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 			defer cancel()

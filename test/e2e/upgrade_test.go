@@ -33,6 +33,9 @@ type writer struct {
 	ok     []string
 	failed int
 	errs   map[string]int
+	// maxGap is the longest time between two acknowledged writes.
+	maxGap time.Duration
+	lastOK time.Time
 }
 
 func (w *writer) run(ctx context.Context, ns, name string, stop <-chan struct{}, done chan<- struct{}) {
@@ -71,6 +74,11 @@ func (w *writer) run(ctx context.Context, ns, name string, stop <-chan struct{},
 			w.errs[msg]++
 		} else {
 			w.ok = append(w.ok, key)
+			now := time.Now()
+			if !w.lastOK.IsZero() && now.Sub(w.lastOK) > w.maxGap {
+				w.maxGap = now.Sub(w.lastOK)
+			}
+			w.lastOK = now
 		}
 		w.mu.Unlock()
 		time.Sleep(20 * time.Millisecond)
@@ -155,8 +163,8 @@ func TestUpgradeFailsMastersOverBeforeRestart(t *testing.T) {
 	g.Expect(failovers).To(HaveLen(3), "one failover per master")
 	g.Expect(failovers).To(HaveEach(HaveSuffix("before its restart")))
 	g.Expect(restarts).To(HaveLen(6), "one restart per pod")
-	t.Logf("upgrade: Upgrading then Running %.1fs after the patch; writes during it: %d ok, %d failed %v",
-		took.Seconds(), len(w.ok), w.failed, w.errs)
+	t.Logf("upgrade: Upgrading then Running %.1fs after the patch; writes during it: %d ok, %d failed %v, longest write gap %s",
+		took.Seconds(), len(w.ok), w.failed, w.errs, w.maxGap.Round(time.Millisecond))
 	t.Logf("events: %v; %v", failovers, restarts)
 	g.Expect(getCluster(ctx, t, ns, name).Status.Phase).To(Equal(redisv1alpha1.PhaseRunning))
 }

@@ -371,7 +371,7 @@ func (w *Writer) run(ctx context.Context, shard int) {
 		if err != nil {
 			w.mu.Lock()
 			w.failed++
-			w.errs[strings.Fields(err.Error()+" ?")[0]]++
+			w.errs[strings.Fields(err.Error() + " ?")[0]]++
 			w.mu.Unlock()
 			continue
 		}
