@@ -37,8 +37,12 @@ func (r *Reconciler) act(ctx context.Context, s *scope) (ctrl.Result, error) {
 		return r.reconcileDeletion(ctx, s)
 	case s.cluster.Spec.Pause:
 		return ctrl.Result{}, nil
-	case s.specErr != nil:
-		r.warnOnce(s, ReasonInvalidSpec, s.specErr.Error())
+	}
+	for _, n := range s.notices {
+		r.warnIfNew(s, ReasonNameClash, n)
+	}
+	if s.specErr != nil {
+		r.warnOnce(s, refusalReason(s.specErr), s.specErr.Error())
 		// The Secret or ConfigMap a spec names is not watched: look again in a while.
 		return ctrl.Result{RequeueAfter: requeueFailed}, nil
 	}
@@ -46,6 +50,11 @@ func (r *Reconciler) act(ctx context.Context, s *scope) (ctrl.Result, error) {
 		return ctrl.Result{}, err
 	} else if len(applied) > 0 {
 		r.Recorder.Eventf(s.cluster, corev1.EventTypeNormal, ReasonApplied, "Applied %s", strings.Join(applied, ", "))
+		if s.resized != "" {
+			// Said every time it happens: each is another resize undone.
+			r.Recorder.Event(s.cluster, corev1.EventTypeWarning, ReasonReverted, s.resized)
+			s.notices = append(s.notices, s.resized)
+		}
 	}
 	switch d.Phase {
 	case fsm.Creating:
@@ -155,10 +164,15 @@ func (r *Reconciler) recordActions(s *scope, acts []redis.Action) {
 	}
 }
 
-// warnOnce emits a Warning event when the message is new for this cluster's status, so a
-// problem that lasts is reported once, not every reconcile.
+// warnOnce makes msg the status reason and emits it as a Warning event when it is new for
+// this cluster's status, so a problem that lasts is reported once, not every reconcile.
 func (r *Reconciler) warnOnce(s *scope, reason, msg string) {
 	s.reason = msg
+	r.warnIfNew(s, reason, msg)
+}
+
+// warnIfNew emits a Warning event unless the status reason already says msg.
+func (r *Reconciler) warnIfNew(s *scope, reason, msg string) {
 	if strings.Contains(s.original.Reason, msg) {
 		return
 	}

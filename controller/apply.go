@@ -14,6 +14,8 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 )
 
 // FieldOwner is the one field manager under which every object is server-side applied.
@@ -22,7 +24,9 @@ const FieldOwner = "redis-cluster-operator"
 // applyObjects server-side applies the rendered objects that observeKubernetes found
 // stale, in their rendered order (the ConfigMap before the StatefulSet that mounts it).
 // Objects whose owned fields already hold the rendered values are not sent at all, so an
-// idle reconcile writes nothing. It returns the kind/name of each object applied.
+// idle reconcile writes nothing. It returns the kind/name of each object applied. An
+// object the API server refuses stops the apply (what follows may depend on it) and is
+// reported once as a Warning and in the status reason, with the API server's message.
 func (r *Reconciler) applyObjects(ctx context.Context, s *scope) ([]string, error) {
 	var applied []string
 	for _, desired := range s.stale {
@@ -30,11 +34,129 @@ func (r *Reconciler) applyObjects(ctx context.Context, s *scope) ([]string, erro
 		obj := desired.DeepCopy()
 		if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj),
 			client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-			return applied, fmt.Errorf("failed to apply %s %s: %w", desired.GetKind(), desired.GetName(), err)
+			err = fmt.Errorf("failed to apply %s %s: %w", desired.GetKind(), desired.GetName(), err)
+			r.warnOnce(s, ReasonApplyFailed, err.Error())
+			return applied, err
+		}
+		if desired.GetKind() == "StatefulSet" {
+			if n, found, _ := unstructured.NestedInt64(desired.Object, "spec", "replicas"); found {
+				s.held = int32(n)
+			}
 		}
 		applied = append(applied, desired.GetKind()+"/"+desired.GetName())
 	}
 	return applied, nil
+}
+
+// Names of the objects a RedisCluster renders (docs/architecture.md; a test checks them
+// against the templates).
+func configMapName(cluster string) string     { return cluster + "-config" }
+func clientServiceName(cluster string) string { return cluster + "-client" }
+
+// renderedNames are the kind/name of every object a RedisCluster of this name renders.
+func renderedNames(cluster string) []string {
+	return []string{"StatefulSet/" + cluster, "Service/" + cluster, "Service/" + clientServiceName(cluster), "ConfigMap/" + configMapName(cluster)}
+}
+
+// notOurs says why the live object is not this RedisCluster's to apply, "" when it is:
+// it is controlled by this RedisCluster, or by nobody but was made by this operator for
+// a RedisCluster of this name (left behind by `kubectl delete --cascade=orphan`, so the
+// re-applied RedisCluster adopts it again). Anything else is left alone.
+func notOurs(kind string, live client.Object, rc *redisv1alpha1.RedisCluster) string {
+	what := kind + " " + live.GetName()
+	owner := metav1.GetControllerOf(live)
+	switch {
+	case owner == nil && madeByOperatorFor(live, rc.Name):
+		return ""
+	case owner == nil:
+		return fmt.Sprintf("%s exists and is not managed by the operator: it is left alone; delete or rename it, or rename this RedisCluster", what)
+	case owner.UID == rc.UID:
+		return ""
+	case owner.Kind == rc.Kind && owner.Name == rc.Name:
+		return fmt.Sprintf("%s belongs to a deleted RedisCluster %s (uid %s): waiting for the garbage collector to remove it", what, owner.Name, owner.UID)
+	default:
+		return fmt.Sprintf("%s is controlled by %s %s, not by this RedisCluster: it is left alone; rename one of the two", what, owner.Kind, owner.Name)
+	}
+}
+
+// madeByOperatorFor reports whether the operator applied the object for a RedisCluster
+// of this name: its field manager is in managedFields and the instance label names it.
+func madeByOperatorFor(obj client.Object, cluster string) bool {
+	if obj.GetLabels()[labelInstance] != cluster {
+		return false
+	}
+	for _, mf := range obj.GetManagedFields() {
+		if mf.Manager == FieldOwner && mf.Operation == metav1.ManagedFieldsOperationApply {
+			return true
+		}
+	}
+	return false
+}
+
+// appliedReplicas is the StatefulSet's size when the operator's field manager owns
+// spec.replicas, i.e. the size the operator last applied; ours is false when another
+// manager resized it since (an Update or a forced apply takes the field over).
+func appliedReplicas(sts *appsv1.StatefulSet) (n int32, ours bool) {
+	if sts == nil || sts.Spec.Replicas == nil {
+		return 0, false
+	}
+	owned, err := extractOwned(sts)
+	if err != nil {
+		return 0, false
+	}
+	if _, found, _ := unstructured.NestedFieldNoCopy(owned, "spec", "replicas"); !found {
+		return 0, false
+	}
+	return *sts.Spec.Replicas, true
+}
+
+// replicasManager names the field manager, other than the operator, that owns the
+// StatefulSet's spec.replicas ("" when none does), for the Warning that reverts it.
+func replicasManager(sts *appsv1.StatefulSet) string {
+	for _, mf := range sts.ManagedFields {
+		if mf.Manager == FieldOwner || mf.FieldsV1 == nil {
+			continue
+		}
+		var fields map[string]any
+		if json.Unmarshal(mf.FieldsV1.Raw, &fields) != nil {
+			continue
+		}
+		if spec, ok := fields["f:spec"].(map[string]any); ok {
+			if _, ok := spec["f:replicas"]; ok {
+				return mf.Manager
+			}
+		}
+	}
+	return ""
+}
+
+// observeNameClashes notes other RedisClusters of the namespace that would render an
+// object with the name of one this RedisCluster renders (CR shop's client Service and
+// CR shop-client's headless Service are both Service shop-client). The object stays
+// with whoever controls it; the other cluster is refused (observeKubernetes) and this one
+// says so in its status and a Warning, so both users learn of the clash.
+func (r *Reconciler) observeNameClashes(ctx context.Context, s *scope) error {
+	rc := s.cluster
+	list := &redisv1alpha1.RedisClusterList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(rc.Namespace)); err != nil {
+		return fmt.Errorf("failed to list RedisClusters in %s: %w", rc.Namespace, err)
+	}
+	ours := map[string]bool{}
+	for _, n := range renderedNames(rc.Name) {
+		ours[n] = true
+	}
+	for i := range list.Items {
+		other := &list.Items[i]
+		if other.UID == rc.UID {
+			continue
+		}
+		for _, n := range renderedNames(other.Name) {
+			if ours[n] {
+				s.notices = append(s.notices, fmt.Sprintf("RedisCluster %s would also render %s; the operator never gives an object to a second RedisCluster, so one of the two cannot be served: rename it", other.Name, n))
+			}
+		}
+	}
+	return nil
 }
 
 // liveObject reads the typed object the rendered one stands for, from the cache.

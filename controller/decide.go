@@ -83,7 +83,8 @@ func (r *Reconciler) observation(s *scope) fsm.Observation {
 }
 
 // observedSize is the number of nodes the Redis cluster knows; before any node answers it
-// falls back to the StatefulSet's size, so an unreachable cluster does not look resized.
+// falls back to the size the StatefulSet is held at (not its live size, which anyone can
+// change), so an unreachable cluster does not look resized.
 func observedSize(s *scope) int32 {
 	if st := s.redis; st != nil && st.AllReachable() && len(st.Members) >= s.desiredReplicas() {
 		return int32(reachableNodes(st))
@@ -105,8 +106,8 @@ func observedSize(s *scope) int32 {
 			}
 		}
 	}
-	if s.statefulSet != nil && s.statefulSet.Spec.Replicas != nil {
-		return *s.statefulSet.Spec.Replicas
+	if s.held > 0 {
+		return s.held
 	}
 	return s.cluster.Spec.Replicas
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -36,42 +38,19 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) error {
 // the objects. A problem the user must fix lands in s.specErr, not in the returned error,
 // so the cluster keeps serving and the status says what to change.
 func (r *Reconciler) observeSpec(ctx context.Context, s *scope) error {
-	rc := s.cluster
-	if ref := rc.Spec.PasswordSecret; ref != nil {
-		secret := &corev1.Secret{}
-		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: ref.Name}, secret)
-		key := ref.Key
-		if key == "" {
-			key = "password"
-		}
-		switch {
-		case client.IgnoreNotFound(err) != nil:
-			return fmt.Errorf("failed to get Secret %s: %w", ref.Name, err)
-		case err != nil:
-			s.specErr = fmt.Errorf("spec.passwordSecret.name: Secret %q not found in namespace %s", ref.Name, rc.Namespace)
-		case len(secret.Data[key]) == 0:
-			s.specErr = fmt.Errorf("spec.passwordSecret.key: Secret %q has no key %q", ref.Name, key)
-		default:
-			s.password = string(secret.Data[key])
-		}
+	if err := r.observePassword(ctx, s); err != nil {
+		return err
 	}
-	userConf := ""
-	if name := rc.Spec.PodTemplate().ConfigMap; name != "" {
-		cm := &corev1.ConfigMap{}
-		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: name}, cm)
-		switch {
-		case client.IgnoreNotFound(err) != nil:
-			return fmt.Errorf("failed to get ConfigMap %s: %w", name, err)
-		case err != nil:
-			s.specErr = fmt.Errorf("spec.pod[0].configmap: ConfigMap %q not found in namespace %s", name, rc.Namespace)
-		default:
-			userConf = cm.Data["redis.conf"]
-		}
+	userConf, err := r.observeUserConfig(ctx, s)
+	if err != nil {
+		return err
 	}
 	if s.specErr != nil {
+		// Nothing is rendered, so nothing is applied: in particular the pods are never
+		// re-rendered without the password or configuration the spec names.
 		return nil
 	}
-	objs, err := r.Renderer.Render(rc, userConf)
+	objs, err := r.Renderer.Render(s.cluster, userConf)
 	if err != nil {
 		s.specErr = err
 		return nil
@@ -80,14 +59,89 @@ func (r *Reconciler) observeSpec(ctx context.Context, s *scope) error {
 	return nil
 }
 
+// observePassword reads the password spec.passwordSecret names. When the Secret or its key
+// is missing the operator does not fall back to no password: it keeps the one it last
+// used for this cluster (if it has one), renders nothing and says what is missing.
+func (r *Reconciler) observePassword(ctx context.Context, s *scope) error {
+	rc := s.cluster
+	ref := rc.Spec.PasswordSecret
+	if ref == nil {
+		return nil
+	}
+	secret := &corev1.Secret{}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: ref.Name}, secret)
+	key := ref.Key
+	if key == "" {
+		key = "password"
+	}
+	switch {
+	case client.IgnoreNotFound(err) != nil:
+		return fmt.Errorf("failed to get Secret %s: %w", ref.Name, err)
+	case err != nil:
+		s.specErr = fmt.Errorf("spec.passwordSecret.name: Secret %q not found in namespace %s; %s", ref.Name, rc.Namespace, r.keepPassword(s))
+	case len(secret.Data[key]) == 0:
+		s.specErr = fmt.Errorf("spec.passwordSecret.key: Secret %q has no key %q; %s", ref.Name, key, r.keepPassword(s))
+	default:
+		s.password = string(secret.Data[key])
+	}
+	return nil
+}
+
+// keepPassword sets s.password to the one the operator last used for this cluster and
+// says so, for the reason of a missing password Secret.
+func (r *Reconciler) keepPassword(s *scope) string {
+	pw, ok := r.redis.lastPassword(client.ObjectKeyFromObject(s.cluster))
+	if !ok {
+		return "the operator has not read a password for this cluster since it started, and changes nothing until the Secret is back"
+	}
+	s.password = pw
+	return "the operator keeps speaking to Redis with the password it last read and re-renders nothing until the Secret is back"
+}
+
+// observeUserConfig reads the redis.conf of the ConfigMap spec.pod[0].configmap names. A
+// ConfigMap a RedisCluster renders (this one's NAME-config, or another's) is refused: the
+// operator would feed its own output back as the user's input, and overwrite it.
+func (r *Reconciler) observeUserConfig(ctx context.Context, s *scope) (string, error) {
+	rc := s.cluster
+	name := rc.Spec.PodTemplate().ConfigMap
+	if name == "" {
+		return "", nil
+	}
+	if name == configMapName(rc.Name) {
+		s.specErr = fmt.Errorf("spec.pod[0].configmap: %q is the ConfigMap the operator renders for this RedisCluster (NAME-config); name a ConfigMap of your own", name)
+		return "", nil
+	}
+	cm := &corev1.ConfigMap{}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: name}, cm)
+	switch {
+	case client.IgnoreNotFound(err) != nil:
+		return "", fmt.Errorf("failed to get ConfigMap %s: %w", name, err)
+	case err != nil:
+		s.specErr = fmt.Errorf("spec.pod[0].configmap: ConfigMap %q not found in namespace %s", name, rc.Namespace)
+		return "", nil
+	}
+	if owner := metav1.GetControllerOf(cm); owner != nil && owner.Kind == "RedisCluster" {
+		s.specErr = fmt.Errorf("spec.pod[0].configmap: ConfigMap %q is rendered by RedisCluster %s; name a ConfigMap of your own", name, owner.Name)
+		return "", nil
+	}
+	return cm.Data["redis.conf"], nil
+}
+
 // observeKubernetes reads the StatefulSet and the pods from the cache and compares the
-// rendered objects with what the server holds.
+// rendered objects with what the server holds. An object with a rendered name that this
+// RedisCluster does not control is never applied (server-side apply with force would
+// take its fields): the spec is refused, naming the object and its owner.
 func (r *Reconciler) observeKubernetes(ctx context.Context, s *scope) error {
 	rc := s.cluster
+	var foreign []string
 	sts := &appsv1.StatefulSet{}
 	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: rc.Name}, sts); {
 	case err == nil:
-		s.statefulSet = sts
+		if why := notOurs("StatefulSet", sts, rc); why != "" {
+			foreign = append(foreign, why)
+		} else {
+			s.statefulSet = sts
+		}
 	case client.IgnoreNotFound(err) != nil:
 		return fmt.Errorf("failed to get StatefulSet %s: %w", rc.Name, err)
 	}
@@ -96,7 +150,11 @@ func (r *Reconciler) observeKubernetes(ctx context.Context, s *scope) error {
 		return fmt.Errorf("failed to list pods of %s: %w", rc.Name, err)
 	}
 	s.pods = podsByOrdinal(rc.Name, pods.Items)
-	s.members = members(s.pods)
+	s.held = heldSize(s)
+	// Pods beyond the held size (a StatefulSet scaled out by hand, until it is put back)
+	// are no members: they are never met, joined or given slots.
+	s.members = members(s.pods[:min(len(s.pods), int(s.held))])
+	s.resized = resizedBy(s)
 	if err := r.compareTemplate(s); err != nil {
 		return err
 	}
@@ -111,15 +169,70 @@ func (r *Reconciler) observeKubernetes(ctx context.Context, s *scope) error {
 			s.stale = append(s.stale, desired)
 			continue
 		}
+		if why := notOurs(desired.GetKind(), live, rc); why != "" {
+			if desired.GetKind() != "StatefulSet" { // said above
+				foreign = append(foreign, why)
+			}
+			continue
+		}
 		same, err := ownedFieldsMatch(live, desired)
 		if err != nil {
 			return err
 		}
-		if !same {
+		if !same || (desired.GetKind() == "StatefulSet" && s.resized != "") {
 			s.stale = append(s.stale, desired)
 		}
 	}
-	return nil
+	if len(foreign) > 0 && s.specErr == nil {
+		s.specErr = &refusal{reason: ReasonNotOwner, err: errors.New(strings.Join(foreign, "; "))}
+		s.stale = nil
+	}
+	return r.observeNameClashes(ctx, s)
+}
+
+// heldSize is the size the StatefulSet is held at in this phase, whatever its live size:
+// spec.replicas until the cluster is formed; then the size the operator last applied
+// (the server's managed fields say so while the operator owns spec.replicas; once another
+// field manager took it, status.statefulSetReplicas remembers); while Scaling out, the
+// new size at once. Scaling in keeps the larger size until reconcileScale shrinks it.
+func heldSize(s *scope) int32 {
+	rc := s.cluster
+	if !formedOnce(&rc.Status) {
+		return rc.Spec.Replicas
+	}
+	held := rc.Spec.Replicas
+	live, ours := appliedReplicas(s.statefulSet)
+	switch {
+	case ours:
+		held = live
+	case rc.Status.StatefulSetReplicas > 0:
+		held = rc.Status.StatefulSetReplicas
+	case s.statefulSet != nil && s.statefulSet.Spec.Replicas != nil:
+		// Formed by an operator that kept no record: its live size is all there is.
+		held = *s.statefulSet.Spec.Replicas
+	}
+	if fsm.Phase(rc.Status.Phase) == fsm.Scaling && rc.Spec.Replicas > held {
+		held = rc.Spec.Replicas
+	}
+	return held
+}
+
+// resizedBy says who resized the StatefulSet away from the held size, "" when nobody
+// did: the operator's own resizes keep spec.replicas in its managed fields.
+func resizedBy(s *scope) string {
+	sts := s.statefulSet
+	if sts == nil || sts.Spec.Replicas == nil || *sts.Spec.Replicas == s.held {
+		return ""
+	}
+	if _, ours := appliedReplicas(sts); ours {
+		return ""
+	}
+	by := replicasManager(sts)
+	if by == "" {
+		by = "another field manager"
+	}
+	return fmt.Sprintf("StatefulSet %s was resized to %d pods outside the operator (by %s); put back to %d, the size this RedisCluster holds: resize with spec.replicas (kubectl scale rec/%s) instead",
+		sts.Name, *sts.Spec.Replicas, by, s.held, s.cluster.Name)
 }
 
 // compareTemplate sets s.templateChanged when the rendered pod template differs from the
@@ -141,19 +254,21 @@ func (r *Reconciler) compareTemplate(s *scope) error {
 	return nil
 }
 
-// holdFormedStatefulSet keeps a formed cluster's StatefulSet at its applied size (but
-// when Scaling out) and, but in Upgrading, its applied pod template. A new template (and the ConfigMap it reads) is applied only by the Upgrading phase,
-// which then restarts the pods itself (the StatefulSet is OnDelete), failing each master
-// over first; any other phase keeps the template so Running only decides to upgrade.
+// holdFormedStatefulSet keeps the StatefulSet at the held size (heldSize) and a formed
+// cluster's, but in Upgrading, at its applied pod template. A new template (and the
+// ConfigMap it reads) is applied only by the Upgrading phase, which then restarts the
+// pods itself (the StatefulSet is OnDelete), failing each master over first; any other
+// phase keeps the template so Running only decides to upgrade.
 func holdFormedStatefulSet(s *scope) {
-	if !formedOnce(&s.cluster.Status) || s.statefulSet == nil || s.statefulSet.Spec.Replicas == nil {
+	for _, obj := range s.rendered {
+		if obj.GetKind() == "StatefulSet" {
+			_ = unstructured.SetNestedField(obj.Object, int64(s.held), "spec", "replicas")
+		}
+	}
+	if !formedOnce(&s.cluster.Status) || s.statefulSet == nil {
 		return
 	}
 	upgrading := fsm.Phase(s.cluster.Status.Phase) == fsm.Upgrading
-	// Scaling out applies the new size at once (the new pods are met and given slots once
-	// they run); scaling in keeps it until the leaving nodes hold nothing and are forgotten
-	// (reconcileScale shrinks the StatefulSet then).
-	growing := fsm.Phase(s.cluster.Status.Phase) == fsm.Scaling && s.cluster.Spec.Replicas > *s.statefulSet.Spec.Replicas
 	owned, err := extractOwned(s.statefulSet)
 	if err != nil {
 		return
@@ -170,13 +285,7 @@ func holdFormedStatefulSet(s *scope) {
 	}
 	s.rendered = kept
 	for _, obj := range s.rendered {
-		if obj.GetKind() != "StatefulSet" {
-			continue
-		}
-		if !growing {
-			_ = unstructured.SetNestedField(obj.Object, int64(*s.statefulSet.Spec.Replicas), "spec", "replicas")
-		}
-		if found && !upgrading {
+		if obj.GetKind() == "StatefulSet" && found && !upgrading {
 			_ = unstructured.SetNestedField(obj.Object, appliedTemplate, "spec", "template")
 		}
 	}

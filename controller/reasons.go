@@ -1,5 +1,7 @@
 package controller
 
+import "errors"
+
 // Event reasons. Normal events record what the operator did; Warning events record what
 // it refused or could not do, with a message that tells the user what to change.
 const (
@@ -23,7 +25,38 @@ const (
 	ReasonUpgradeStopped = "UpgradeStopped"
 	// ReasonDeleted: the foreground finalizer was released once every pod was gone.
 	ReasonDeleted = "Deleted"
+	// ReasonFailed: the cluster moved to Failed (a Warning, unlike other phase changes).
+	ReasonFailed = "Failed"
+	// ReasonReverted: an owned object changed behind the operator's back (the StatefulSet
+	// resized by hand or by another tool) was put back to what the RedisCluster says.
+	ReasonReverted = "Reverted"
+	// ReasonNotOwner: an object with a name the operator renders exists but is not
+	// controlled by this RedisCluster; the operator leaves it alone and applies nothing.
+	ReasonNotOwner = "NotOwner"
+	// ReasonNameClash: another RedisCluster in the namespace would render an object with
+	// the name of one this RedisCluster owns; the object stays this cluster's.
+	ReasonNameClash = "NameClash"
+	// ReasonApplyFailed: the API server refused an object the operator applied.
+	ReasonApplyFailed = "ApplyFailed"
 )
+
+// refusal is a reason the spec cannot be acted on that has an event reason of its own
+// (ReasonInvalidSpec otherwise); it goes in scope.specErr.
+type refusal struct {
+	reason string
+	err    error
+}
+
+func (r *refusal) Error() string { return r.err.Error() }
+func (r *refusal) Unwrap() error { return r.err }
+
+// refusalReason is the event reason for a scope.specErr.
+func refusalReason(err error) string {
+	if r := (*refusal)(nil); errors.As(err, &r) {
+		return r.reason
+	}
+	return ReasonInvalidSpec
+}
 
 // Label keys shared with templates/ (see docs/architecture.md).
 const (

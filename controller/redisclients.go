@@ -47,6 +47,16 @@ func (c *redisClients) factory(key types.NamespacedName, password string) redis.
 	return f
 }
 
+// lastPassword is the password the cluster's clients were last made with, if any: when
+// the password Secret goes missing the operator keeps speaking to Redis with it rather
+// than falling back to no password (which Redis would refuse, hiding the cluster's state).
+func (c *redisClients) lastPassword(key types.NamespacedName) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cc, ok := c.byCR[key]
+	return cc.password, ok
+}
+
 // forget closes the clients of a cluster that no longer exists.
 func (c *redisClients) forget(key types.NamespacedName) {
 	c.mu.Lock()

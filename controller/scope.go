@@ -38,6 +38,12 @@ type scope struct {
 	stale []*unstructured.Unstructured
 	// templateChanged is true when the rendered pod template differs from the applied one (observeKubernetes).
 	templateChanged bool
+	// held is the size the StatefulSet is held at in this phase (observeKubernetes, see
+	// heldSize); applyObjects updates it when it applies another size.
+	held int32
+	// resized says who resized the StatefulSet behind the operator's back, "" when
+	// nobody did (observeKubernetes); act reports the revert once applied.
+	resized string
 
 	// redis is the Redis cluster's own view, read from every member; nil when no member
 	// is reachable yet (observeRedis).
@@ -53,6 +59,9 @@ type scope struct {
 
 	// reason explains the phase in words for status.reason (any step).
 	reason string
+	// notices are problems that do not stop the reconcile (a name another RedisCluster
+	// also wants), appended to status.reason (any step, through notice).
+	notices []string
 	// released is true once the finalizer was removed and the CR may vanish (reconcileDeletion).
 	released bool
 }

@@ -60,7 +60,12 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *scope, reconcileErr err
 		return fmt.Errorf("failed to patch status of RedisCluster %s: %w", s.cluster.Name, err)
 	}
 	if d := s.decision; d.Changed() {
-		r.Recorder.Eventf(s.cluster, corev1.EventTypeNormal, ReasonPhaseChanged, "%s -> %s: %s", d.From, d.Phase, d.Message)
+		kind, reason := corev1.EventTypeNormal, ReasonPhaseChanged
+		if d.Phase == fsm.Failed {
+			// A failure is trouble the user must see (kubectl get events --field-selector type=Warning).
+			kind, reason = corev1.EventTypeWarning, ReasonFailed
+		}
+		r.Recorder.Eventf(s.cluster, kind, reason, "%s -> %s: %s", d.From, d.Phase, d.Message)
 		log.FromContext(ctx).Info("Phase changed", "from", d.From, "to", d.Phase, "reason", d.Reason)
 	}
 	return nil
@@ -82,6 +87,10 @@ func computeStatus(s *scope, succeeded bool) redisv1alpha1.RedisClusterStatus {
 		st.Masters = int32(s.redis.Masters())
 	}
 	st.Conditions = instanceConditions(s)
+	if s.held > 0 && s.statefulSet != nil {
+		// Only once a StatefulSet exists: before, there is no size to hold yet.
+		st.StatefulSetReplicas = s.held
+	}
 	if succeeded && !rc.Spec.Pause && s.specErr == nil {
 		// Only a spec the operator acted on counts as observed.
 		st.ObservedGeneration = rc.Generation
@@ -105,6 +114,9 @@ func reasonText(s *scope) string {
 	}
 	if s.reason != "" {
 		msg += ". " + s.reason
+	}
+	for _, n := range s.notices {
+		msg += ". " + n
 	}
 	if s.redisErr != nil {
 		msg += ". Redis: " + s.redisErr.Error()

@@ -24,6 +24,10 @@ const (
 	MinMasters int32 = 3
 	// MaxReplicasPerMaster bounds spec.replicasPerMaster.
 	MaxReplicasPerMaster int32 = 5
+	// MaxReplicas bounds spec.replicas: Redis Cluster is designed for up to 1000 nodes
+	// (its gossip and failure detection grow with the node count), so larger sizes are
+	// refused at apply time rather than half-built.
+	MaxReplicas int32 = 1000
 )
 
 // FinalizersForeground is the value of spec.finalizers that makes deleting the CR wait
@@ -48,8 +52,12 @@ type RedisClusterSpec struct {
 	// together (seed: `replicas`). Masters = replicas / (1 + replicasPerMaster); the
 	// remaining instances are spread as replicas over the masters. A Redis Cluster needs
 	// at least 3 masters, so replicas must be at least 3 * (1 + replicasPerMaster).
-	// This is the field `kubectl scale rec/NAME --replicas=N` changes. Required.
+	// This is the field `kubectl scale rec/NAME --replicas=N` changes. At most 1000:
+	// Redis Cluster is designed for up to 1000 nodes (every node gossips with every other
+	// and failure detection needs a majority of masters to hear of a failure), so a
+	// larger cluster is refused at apply time instead of being half-built. Required.
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
 	// +required
 	Replicas int32 `json:"replicas"`
 

@@ -79,6 +79,14 @@ type RedisClusterStatus struct {
 	// +optional
 	Selector string `json:"selector,omitempty"`
 
+	// statefulSetReplicas is the size the operator holds the StatefulSet at (addition):
+	// spec.replicas once the cluster has reached it; during a scale-in the old, larger
+	// size until the leaving nodes are empty and forgotten. A StatefulSet resized by
+	// anyone else (`kubectl scale sts`, a GitOps tool) is put back to it, with a
+	// Warning event. 0 until the operator has applied the StatefulSet.
+	// +optional
+	StatefulSetReplicas int32 `json:"statefulSetReplicas,omitempty"`
+
 	// clusterConditions are conditions of the whole cluster, in the standard shape
 	// (addition; kept apart so `conditions` keeps the seed's per-instance shape).
 	// +listType=map

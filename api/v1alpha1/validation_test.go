@@ -81,6 +81,11 @@ func TestBadSpecsAreRefused(t *testing.T) {
 			want:   []string{"spec.replicas", "0 instances with replicasPerMaster 1 give 0 masters"},
 		},
 		{
+			name:   "more instances than Redis Cluster is built for",
+			mutate: func(rc *redisv1alpha1.RedisCluster) { rc.Spec.Replicas = redisv1alpha1.MaxReplicas + 1 },
+			want:   []string{"spec.replicas", "less than or equal to 1000"},
+		},
+		{
 			name: "replicasPerMaster above 5",
 			mutate: func(rc *redisv1alpha1.RedisCluster) {
 				rc.Spec.Replicas, rc.Spec.ReplicasPerMaster = 21, ptr.To[int32](6)
@@ -245,6 +250,7 @@ func TestGoodSpecsAreAccepted(t *testing.T) {
 			rc.Spec.Replicas, rc.Spec.ReplicasPerMaster = 18, ptr.To[int32](5)
 		}},
 		{name: "odd instance count", mutate: func(rc *redisv1alpha1.RedisCluster) { rc.Spec.Replicas = 7 }},
+		{name: "the largest cluster", mutate: func(rc *redisv1alpha1.RedisCluster) { rc.Spec.Replicas = redisv1alpha1.MaxReplicas }},
 		{name: "pipeline as a number", mutate: func(rc *redisv1alpha1.RedisCluster) {
 			rc.Spec.UpdateStrategy.Pipeline = pipeline(intstr.FromInt32(100))
 		}},
@@ -400,4 +406,9 @@ func TestScaleSubresource(t *testing.T) {
 	scale = &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: 4}}
 	err := k8sClient.SubResource("scale").Update(ctx, got, client.WithSubResourceBody(scale))
 	requireRefused(t, err, "4 instances with replicasPerMaster 1 give 2 masters")
+
+	// `kubectl scale rec/scale --replicas=5000` meets the upper bound too.
+	scale = &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: 5000}}
+	err = k8sClient.SubResource("scale").Update(ctx, got, client.WithSubResourceBody(scale))
+	requireRefused(t, err, "spec.replicas", "less than or equal to 1000")
 }
