@@ -72,7 +72,7 @@ func (s *ClusterState) FailingOwners() []FailingOwner {
 			}
 			o.Slots = append(o.Slots, n.Slots...).Normalize()
 			o.Fail = o.Fail || n.Fail
-			o.LiveReplica = o.LiveReplica || hasLiveReplica(view, n.ID)
+			o.LiveReplica = o.LiveReplica || hasConnectedReplica(view, n.ID)
 		}
 	}
 	out := make([]FailingOwner, 0, len(byID))
@@ -87,6 +87,19 @@ func (s *ClusterState) FailingOwners() []FailingOwner {
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
 	return out
+}
+
+// hasConnectedReplica reports whether the view shows a replica of masterID that is
+// connected and flagged neither fail nor pfail: one that may still win an election. A
+// replica only pfail in some view may be as gone as its master, and waiting on it could
+// last forever.
+func hasConnectedReplica(view []Node, masterID string) bool {
+	for _, n := range view {
+		if n.Replica && n.MasterID == masterID && n.Connected && !n.Fail && !n.PFail {
+			return true
+		}
+	}
+	return false
 }
 
 // PendingFailovers are the failing owners whose slots a failover can still save: a replica
@@ -115,63 +128,92 @@ func (s *ClusterState) OwnsSlotsAnywhere(id string) bool {
 	return false
 }
 
-// planPromote sends, for each lost owner in overdue (a failing slot owner that is no
-// reachable member and that Redis has not failed over within the caller's bound), a
-// CLUSTER FAILOVER to its reachable replica with the highest replication offset. It returns
-// the replicas whose offset must be read first.
-func planPromote(st *ClusterState, overdue map[string]bool) (acts []Action, needOffsets []int) {
-	owners := st.FailingOwners()
+// planPromote sends, for each lost owner in overdue, a CLUSTER FAILOVER to its reachable
+// replica with the highest replication offset, and returns the replicas whose INFO
+// replication must be read first. overdue maps a failing slot owner that is no reachable
+// member, and that Redis has not failed over within the caller's bound, to how long it has
+// been seen failing.
+//
+// gone says whether every desired pod answered: an owner that is none of them has lost its
+// process and its data for good (its pod answers with another ID), so a replica with any
+// data beats losing the shard, and TAKEOVER may be used when too few masters are left to
+// vote. Otherwise the operator may only be cut off from a master that lives, so it is
+// strict: the owner must be flagged fail (a majority of masters agreed it is down), the
+// mode is always FORCE (it still needs that majority's votes, so it cannot split the
+// cluster), and the replica's link must have gone down no earlier than its master failed
+// (it was in sync until the failure; Redis' own validity check is not overridden blindly).
+func planPromote(st *ClusterState, overdue map[string]time.Duration, gone bool) (acts []Action, needRepl []int) {
 	total, alive := slotMasters(st)
 	mode := FailoverForce
-	if alive*2 <= total {
+	if gone && alive*2 <= total {
 		mode = FailoverTakeover
 	}
-	for _, o := range owners {
-		if o.Member || !overdue[o.ID] || len(o.Replicas) == 0 {
+	for _, o := range st.FailingOwners() {
+		failingFor, ok := overdue[o.ID]
+		if o.Member || !ok || len(o.Replicas) == 0 || !gone && !o.Fail {
 			continue
 		}
 		best := -1
 		for _, r := range o.Replicas {
 			m := &st.Members[r]
-			if !m.OffsetKnown {
-				needOffsets = append(needOffsets, r)
+			if m.Repl == nil {
+				needRepl = append(needRepl, r)
 				continue
 			}
-			if best < 0 || m.ReplOffset > st.Members[best].ReplOffset {
+			if promotable(*m.Repl, failingFor, gone) && (best < 0 || m.Repl.Offset > st.Members[best].Repl.Offset) {
 				best = r
 			}
 		}
-		if best < 0 || len(needOffsets) > 0 {
+		if best < 0 || len(needRepl) > 0 {
 			continue
 		}
 		acts = append(acts, Action{Kind: ActionFailover, Member: best, NodeID: o.ID, Mode: mode,
 			Message: fmt.Sprintf("Promoted %s (offset %d) with CLUSTER FAILOVER %s: its master %s, holding slots %s, is down and Redis did not fail it over",
-				st.Members[best].Pod, st.Members[best].ReplOffset, mode, o.ID, o.Slots)})
+				st.Members[best].Pod, st.Members[best].Repl.Offset, mode, o.ID, o.Slots)})
 	}
-	if len(needOffsets) > 0 {
-		return nil, needOffsets
+	if len(needRepl) > 0 {
+		return nil, needRepl
 	}
 	return acts, nil
 }
 
-// slotMasters counts the masters holding slots in any reachable view (total) and those of
-// them that are reachable members not flagged failing by anyone (alive): a failover
-// election needs votes from a majority of total.
-func slotMasters(st *ClusterState) (total, alive int) {
-	failing := map[string]bool{}
-	for _, o := range st.FailingOwners() {
-		failing[o.ID] = true
+// linkSlack is how much earlier than the operator first saw its master failing a replica's
+// link may have gone down and still count as in sync at the failure: Redis flags a master
+// pfail one node timeout (5 s) after it stops answering, and the operator looks every 2 s.
+const linkSlack = 10 * time.Second
+
+// promotable reports whether a replica may be promoted: no full sync in flight, some
+// data (offset 1 is a replica that never finished its first sync), its link down (an up
+// link means the master lives). When the master is not provably gone, the link must also
+// have gone down about when the master failed, not long before.
+func promotable(r Replication, failingFor time.Duration, gone bool) bool {
+	if r.Role != "slave" || r.Syncing || r.LinkUp || r.Offset <= 1 {
+		return false
 	}
-	owners := map[string]bool{}
+	if gone {
+		return true
+	}
+	return r.LinkDownSeconds >= 0 && time.Duration(r.LinkDownSeconds)*time.Second <= failingFor+linkSlack
+}
+
+// slotMasters counts the masters holding slots in any reachable view (total) and those of
+// them not flagged fail by anyone (alive): a failover election needs votes from a
+// majority of total. pfail alone does not count a master out: one flaky link must not
+// turn FORCE into TAKEOVER while Redis' own election can still run.
+func slotMasters(st *ClusterState) (total, alive int) {
+	owners, failed := map[string]bool{}, map[string]bool{}
 	for i := range st.Members {
 		for _, n := range st.Members[i].Nodes {
 			if n.Master && len(n.Slots) > 0 {
 				owners[n.ID] = true
+				if n.Fail {
+					failed[n.ID] = true
+				}
 			}
 		}
 	}
-	for i := range st.Members {
-		if self := st.Members[i].Self(); self != nil && owners[self.ID] && !failing[self.ID] {
+	for id := range owners {
+		if !failed[id] {
 			alive++
 		}
 	}
@@ -198,20 +240,20 @@ func NewFailWatch() *FailWatch {
 const promoteCooldown = 6 * time.Second
 
 // Overdue records the failing owners seen now, forgets the ones no longer failing, and
-// returns those failing for longer than after whose last promotion (if any) is older than
-// the cooldown.
-func (w *FailWatch) Overdue(owners []FailingOwner, now time.Time, after time.Duration) map[string]bool {
+// returns, with how long each has been failing, those failing for longer than after whose
+// last promotion (if any) is older than the cooldown.
+func (w *FailWatch) Overdue(owners []FailingOwner, now time.Time, after time.Duration) map[string]time.Duration {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	seen := map[string]bool{}
-	out := map[string]bool{}
+	out := map[string]time.Duration{}
 	for _, o := range owners {
 		seen[o.ID] = true
 		if _, ok := w.since[o.ID]; !ok {
 			w.since[o.ID] = now
 		}
 		if now.Sub(w.since[o.ID]) >= after && now.Sub(w.promoted[o.ID]) >= promoteCooldown {
-			out[o.ID] = true
+			out[o.ID] = now.Sub(w.since[o.ID])
 		}
 	}
 	for id := range w.since {
@@ -251,22 +293,22 @@ func (o HealOptions) now() time.Time {
 
 // overdue feeds the observation to the watch and returns the owners overdue for a
 // failover by the operator.
-func (o HealOptions) overdue(st *ClusterState) map[string]bool {
+func (o HealOptions) overdue(st *ClusterState) map[string]time.Duration {
 	if o.Watch == nil {
 		return nil
 	}
 	return o.Watch.Overdue(st.FailingOwners(), o.now(), o.PromoteAfter)
 }
 
-// readOffsets reads INFO replication of the members in idx and records their offsets.
-func readOffsets(ctx context.Context, f Factory, st *ClusterState, idx []int) error {
+// readReplication reads INFO replication of the members in idx into their state.
+func readReplication(ctx context.Context, f Factory, st *ClusterState, idx []int) error {
 	return parallel(idx, func(i int) error {
 		m := &st.Members[i]
 		r, err := f.For(m.Addr).Replication(ctx)
 		if err != nil {
 			return err
 		}
-		m.ReplOffset, m.OffsetKnown = r.Offset, true
+		m.Repl = &r
 		return nil
 	})
 }
@@ -281,12 +323,12 @@ func Promote(ctx context.Context, f Factory, members []Member, opts HealOptions)
 		return Progress{Phase: PhaseWaitingForFailover}, fmt.Errorf("failed to observe cluster: %w", err)
 	}
 	overdue := opts.overdue(st)
-	acts, need := planPromote(st, overdue)
+	acts, need := planPromote(st, overdue, false)
 	if len(need) > 0 {
-		if err := readOffsets(ctx, f, st, need); err != nil {
+		if err := readReplication(ctx, f, st, need); err != nil {
 			return Progress{Phase: PhaseWaitingForFailover}, err
 		}
-		acts, _ = planPromote(st, overdue)
+		acts, _ = planPromote(st, overdue, false)
 	}
 	prog := Progress{Phase: PhaseWaitingForPods, Actions: acts}
 	if len(acts) > 0 {

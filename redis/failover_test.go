@@ -36,7 +36,7 @@ func TestPlanHealWaitsForFailoverOfAnEmptiedMaster(t *testing.T) {
 	tests := []struct {
 		name    string
 		edit    func(st *ClusterState)
-		overdue map[string]bool
+		overdue map[string]time.Duration
 		phase   string
 		want    string
 	}{
@@ -56,8 +56,8 @@ func TestPlanHealWaitsForFailoverOfAnEmptiedMaster(t *testing.T) {
 		{"overdue: the replica is promoted with FORCE", func(st *ClusterState) {
 			replaceMember(st, 1)
 			learnAll(st, 1)
-			st.Members[4].OffsetKnown, st.Members[4].ReplOffset = true, 4242
-		}, map[string]bool{lostMaster: true}, PhaseWaitingForFailover,
+			st.Members[4].Repl = &Replication{Role: "slave", Offset: 4242, LinkDownSeconds: 6}
+		}, map[string]time.Duration{lostMaster: 20 * time.Second}, PhaseWaitingForFailover,
 			"Promoted demo-4 (offset 4242) with CLUSTER FAILOVER FORCE: its master " + lostMaster + ", holding slots 5461-10922, is down and Redis did not fail it over"},
 		{"failed over: the empty node joins the new master", func(st *ClusterState) {
 			replaceMember(st, 1)
@@ -88,8 +88,8 @@ func TestPlanHealReadsOffsetsBeforePromoting(t *testing.T) {
 	st := formedState()
 	replaceMember(st, 1)
 	learnAll(st, 1)
-	p := PlanHeal(st, 3, 1, map[string]bool{lostMaster: true})
-	if len(p.Actions) != 0 || len(p.NeedOffsets) != 1 || p.NeedOffsets[0] != 4 {
+	p := PlanHeal(st, 3, 1, map[string]time.Duration{lostMaster: 20 * time.Second})
+	if len(p.Actions) != 0 || len(p.NeedReplication) != 1 || p.NeedReplication[0] != 4 {
 		t.Fatalf("plan %+v", p)
 	}
 }
@@ -103,9 +103,9 @@ func TestPlanHealTakesOverWithoutAMajority(t *testing.T) {
 	st.Members[2].Self().ID = strings.Repeat("f", 40) // replaceMember's ID is taken by demo-1's new node
 	learnAll(st, 2)
 	for i := range st.Members {
-		st.Members[i].OffsetKnown = true
+		st.Members[i].Repl = &Replication{Role: "slave", Offset: 100, LinkDownSeconds: 6}
 	}
-	p := PlanHeal(st, 3, 1, map[string]bool{lostMaster: true, fmt.Sprintf("%040x", 3): true})
+	p := PlanHeal(st, 3, 1, map[string]time.Duration{lostMaster: 20 * time.Second, fmt.Sprintf("%040x", 3): 20 * time.Second})
 	got := kinds(p.Actions)
 	if strings.Count(got, "CLUSTER FAILOVER TAKEOVER") != 2 || strings.Contains(got, "replica of") {
 		t.Fatalf("got %s (%s)", got, p.Phase)
@@ -134,21 +134,25 @@ func TestFailWatchOverdue(t *testing.T) {
 	w := NewFailWatch()
 	t0 := time.Unix(1000, 0)
 	owners := []FailingOwner{{ID: "a"}}
-	if got := w.Overdue(owners, t0, 10*time.Second); got["a"] {
+	overdue := func(at time.Duration) (time.Duration, bool) {
+		d, ok := w.Overdue(owners, t0.Add(at), 10*time.Second)["a"]
+		return d, ok
+	}
+	if _, ok := overdue(0); ok {
 		t.Fatal("overdue at once")
 	}
-	if got := w.Overdue(owners, t0.Add(11*time.Second), 10*time.Second); !got["a"] {
-		t.Fatal("not overdue after the bound")
+	if d, ok := overdue(11 * time.Second); !ok || d != 11*time.Second {
+		t.Fatalf("not overdue after the bound (%v, %v)", d, ok)
 	}
 	w.markPromoted("a", t0.Add(11*time.Second))
-	if got := w.Overdue(owners, t0.Add(12*time.Second), 10*time.Second); got["a"] {
+	if _, ok := overdue(12 * time.Second); ok {
 		t.Fatal("promoted again within the cooldown")
 	}
-	if got := w.Overdue(owners, t0.Add(18*time.Second), 10*time.Second); !got["a"] {
+	if _, ok := overdue(18 * time.Second); !ok {
 		t.Fatal("not promoted again after the cooldown")
 	}
 	w.Overdue(nil, t0.Add(19*time.Second), 10*time.Second)
-	if got := w.Overdue(owners, t0.Add(20*time.Second), 10*time.Second); got["a"] {
+	if _, ok := overdue(20 * time.Second); ok {
 		t.Fatal("a node that stopped failing kept its clock")
 	}
 }
@@ -349,5 +353,61 @@ func TestPlanHealAttachesNothingWhileTwoMembersClaimASlot(t *testing.T) {
 	}
 	if p.Done {
 		t.Error("done while two members claim a slot")
+	}
+}
+
+// While a pod does not answer, the operator may be cut off from a master that lives: it
+// promotes only for an owner a majority flagged fail, only with FORCE, and only a replica
+// that was in sync until the failure.
+func TestPlanHealPromotesStrictlyWhilePodsAreMissing(t *testing.T) {
+	inSync := Replication{Role: "slave", Offset: 4242, LinkDownSeconds: 6}
+	tests := []struct {
+		name string
+		edit func(st *ClusterState)
+		repl Replication
+		want string
+	}{
+		{"flagged fail, replica in sync: FORCE", func(*ClusterState) {}, inSync, "CLUSTER FAILOVER FORCE"},
+		{"only pfail: nothing", func(st *ClusterState) {
+			for j := range st.Members {
+				if n := st.Members[j].find(lostMaster); n != nil {
+					n.Fail, n.PFail = false, true
+				}
+			}
+		}, inSync, ""},
+		{"link down long before the failure: nothing", func(*ClusterState) {}, Replication{Role: "slave", Offset: 4242, LinkDownSeconds: 600}, ""},
+		{"never synced: nothing", func(*ClusterState) {}, Replication{Role: "slave", Offset: 1, LinkDownSeconds: -1}, ""},
+		{"link up, the master lives: nothing", func(*ClusterState) {}, Replication{Role: "slave", Offset: 4242, LinkUp: true}, ""},
+		{"no majority: still FORCE, never TAKEOVER", func(st *ClusterState) {
+			for j := range st.Members {
+				if n := st.Members[j].find(fmt.Sprintf("%040x", 3)); n != nil && j != 2 {
+					n.Fail = true
+				}
+			}
+		}, inSync, "CLUSTER FAILOVER FORCE"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := formedState()
+			// demo-1, the master, is not running: unreachable, flagged fail by the others.
+			st.Members[1].Err, st.Members[1].Nodes = fmt.Errorf("no pod"), nil
+			for j := range st.Members {
+				if n := st.Members[j].find(lostMaster); n != nil {
+					n.Fail, n.Connected = true, false
+				}
+			}
+			tt.edit(st)
+			st.Members[4].Repl = &tt.repl
+			p := PlanHeal(st, 3, 1, map[string]time.Duration{lostMaster: 20 * time.Second})
+			got := kinds(p.Actions)
+			if tt.want == "" && got != "" || tt.want != "" && !strings.Contains(got, tt.want) || strings.Contains(got, "TAKEOVER") {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+			for _, a := range p.Actions {
+				if a.Kind != ActionFailover {
+					t.Errorf("acted on a partial view: %s", a.Message)
+				}
+			}
+		})
 	}
 }

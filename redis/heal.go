@@ -3,6 +3,7 @@ package redis
 import (
 	"fmt"
 	"sort"
+	"time"
 )
 
 // ActionForget is a CLUSTER FORGET of a lost node on one member.
@@ -16,7 +17,8 @@ const PhaseForgetting = "ForgettingLostNodes"
 // formed cluster of `masters` masters with replicasPerMaster replicas each, without ever
 // moving a slot, claiming a node that holds keys, or touching the only copy of a slot. It
 // is pure, and a healthy cluster gives no action. overdue names the lost slot owners the
-// operator may fail over itself (see HealOptions); nil leaves every failover to Redis.
+// operator may fail over itself, with how long each has been failing (see HealOptions and
+// planPromote); nil leaves every failover to Redis.
 //
 // The first rule is safety: while a master that holds slots is flagged fail or pfail and a
 // replica of it is alive (PendingFailovers), its replicas may hold the only copy of those
@@ -41,12 +43,13 @@ const PhaseForgetting = "ForgettingLostNodes"
 //     member and holds slots in no view: REPLICATE to a master lacking replicas, preferring
 //     one on another Kubernetes node. A replica whose master still holds slots in some view
 //     is never re-pointed.
-func PlanHeal(st *ClusterState, masters, replicasPerMaster int, overdue map[string]bool) Plan {
-	promote, needOffsets := planPromote(st, overdue)
-	if len(needOffsets) > 0 {
-		return Plan{Phase: PhaseWaitingForFailover, NeedOffsets: needOffsets}
+func PlanHeal(st *ClusterState, masters, replicasPerMaster int, overdue map[string]time.Duration) Plan {
+	gone := len(st.Unreachable()) == 0 // every pod answered: an owner none of them is, is gone
+	promote, needRepl := planPromote(st, overdue, gone)
+	if len(needRepl) > 0 {
+		return Plan{Phase: PhaseWaitingForFailover, NeedReplication: needRepl}
 	}
-	if down := st.Unreachable(); len(down) > 0 {
+	if !gone {
 		return Plan{Phase: PhaseWaitingForPods, Actions: promote}
 	}
 	if err := checkShape(st, masters, replicasPerMaster); err != nil {

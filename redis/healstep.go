@@ -23,8 +23,8 @@ func HealWith(ctx context.Context, f Factory, members []Member, masters, replica
 	}
 	overdue := opts.overdue(st)
 	plan := PlanHeal(st, masters, replicasPerMaster, overdue)
-	if len(plan.NeedOffsets) > 0 {
-		if err := readOffsets(ctx, f, st, plan.NeedOffsets); err != nil {
+	if len(plan.NeedReplication) > 0 {
+		if err := readReplication(ctx, f, st, plan.NeedReplication); err != nil {
 			return Progress{Phase: plan.Phase}, err
 		}
 		plan = PlanHeal(st, masters, replicasPerMaster, overdue)

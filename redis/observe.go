@@ -25,10 +25,9 @@ type MemberState struct {
 	// bootstrap reads it only for members it is about to claim.
 	Keys      int64
 	KeysKnown bool
-	// ReplOffset is the member's replication offset (INFO replication) when OffsetKnown;
-	// read only for replicas the healer may promote.
-	ReplOffset  int64
-	OffsetKnown bool
+	// Repl is the member's INFO replication, nil until read; read only for replicas the
+	// healer may promote.
+	Repl *Replication
 }
 
 // Reachable reports whether the member answered both reads.

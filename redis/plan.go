@@ -51,9 +51,9 @@ type Plan struct {
 	// NeedKeys lists members about to be written whose key count is not known yet; the
 	// executor reads DBSIZE for them and plans again.
 	NeedKeys []int
-	// NeedOffsets lists replicas the healer may promote whose replication offset is not
-	// known yet; the executor reads INFO replication for them and plans again.
-	NeedOffsets []int
+	// NeedReplication lists replicas the healer may promote whose INFO replication is not
+	// known yet; the executor reads it for them and plans again.
+	NeedReplication []int
 	// Refusal is set when bootstrap must not proceed (data on a node, conflicting slots).
 	Refusal error
 	// Phase says where bootstrap stands, in words for the status.

@@ -20,6 +20,9 @@ type Replication struct {
 	Offset int64
 	// MasterAddr is "master_host:master_port" on a replica: whom it replicates from.
 	MasterAddr string
+	// LinkDownSeconds is master_link_down_since_seconds on a replica whose link is down:
+	// how stale its copy is. -1 when Redis does not say (link up, or never synced).
+	LinkDownSeconds int64
 }
 
 // InSync reports whether a replica is connected to its master and not in a full sync, so
@@ -30,7 +33,7 @@ func (r Replication) InSync() bool {
 
 // ParseReplication parses the "key:value" lines of INFO replication.
 func ParseReplication(text string) (Replication, error) {
-	var r Replication
+	r := Replication{LinkDownSeconds: -1}
 	var host, port string
 	for _, line := range strings.Split(text, "\n") {
 		key, value, ok := strings.Cut(strings.TrimSpace(line), ":")
@@ -48,6 +51,10 @@ func ParseReplication(text string) (Replication, error) {
 			r.LinkUp = value == "up"
 		case "master_sync_in_progress":
 			r.Syncing = value == "1"
+		case "master_link_down_since_seconds":
+			if n, err := strconv.ParseInt(value, 10, 64); err == nil {
+				r.LinkDownSeconds = n
+			}
 		case "slave_repl_offset", "master_repl_offset":
 			if key == "master_repl_offset" && r.Role == "slave" {
 				continue
