@@ -34,18 +34,8 @@ func openSlotCluster(t *testing.T, masters, replicas int) ([]Member, Factory, *C
 	}
 	slot := st.Members[0].Self().Slots[0].Start + 7
 	tag := tagFor(slot)
-	withCluster(t, f, members, func(ctx context.Context, cc *goredis.ClusterClient) {
-		_, err := cc.Pipelined(ctx, func(p goredis.Pipeliner) error {
-			for i := 0; i < slotKeys; i++ {
-				p.Set(ctx, fmt.Sprintf("{%s}-%d", tag, i), i, 0)
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatalf("SET: %v", err)
-		}
-	})
-	writeKeys(t, f, members, 2000)
+	putKeys(t, f, members, slotKeyNames(tag, slotKeys))
+	putKeys(t, f, members, spreadKeyNames(2000))
 	return members, f, counter, slot, tag
 }
 
@@ -142,27 +132,86 @@ func assertNoStrayKeys(t *testing.T, f Factory, members []Member) int64 {
 	return owned
 }
 
-// readSlotKeys reads every key of the moving slot back through a cluster client.
-func readSlotKeys(t *testing.T, f Factory, members []Member, tag string) {
+func slotKeyNames(tag string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("{%s}-%d", tag, i)
+	}
+	return out
+}
+
+func spreadKeyNames(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("spread-%d", i)
+	}
+	return out
+}
+
+// clusterClient is a cluster client routed by the members' own CLUSTER SLOTS.
+func clusterClient(f Factory, members []Member) *goredis.ClusterClient {
+	var addrs []string
+	for _, m := range members {
+		addrs = append(addrs, m.Addr)
+	}
+	return goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
+		ClusterSlots: func(ctx context.Context) ([]goredis.ClusterSlot, error) { return ClusterSlots(ctx, f, addrs) }})
+}
+
+// putKeys sets key i of keys to i through a cluster client, in pipelines of 500: the
+// shared test machine can be slow enough that one pipeline of 10,000 times out.
+func putKeys(t *testing.T, f Factory, members []Member, keys []string) {
 	t.Helper()
-	withCluster(t, f, members, func(ctx context.Context, cc *goredis.ClusterClient) {
-		cmds := make([]*goredis.StringCmd, slotKeys)
-		_, _ = cc.Pipelined(ctx, func(p goredis.Pipeliner) error {
-			for i := range cmds {
-				cmds[i] = p.Get(ctx, fmt.Sprintf("{%s}-%d", tag, i))
+	cc := clusterClient(f, members)
+	defer cc.Close()
+	ctx := ctxFor(t, 2*time.Minute)
+	for from := 0; from < len(keys); from += 500 {
+		_, err := cc.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for i := from; i < min(from+500, len(keys)); i++ {
+				p.Set(ctx, keys[i], i, 0)
 			}
 			return nil
 		})
-		lost := 0
+		if err != nil {
+			t.Fatalf("SET: %v", err)
+		}
+	}
+}
+
+// lostKeys reads every key back through a cluster client and counts those missing or
+// wrong (key i must hold i).
+func lostKeys(t *testing.T, f Factory, members []Member, keys []string) int {
+	t.Helper()
+	cc := clusterClient(f, members)
+	defer cc.Close()
+	ctx := ctxFor(t, 2*time.Minute)
+	lost := 0
+	for from := 0; from < len(keys); from += 500 {
+		cmds := map[int]*goredis.StringCmd{}
+		_, _ = cc.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for i := from; i < min(from+500, len(keys)); i++ {
+				cmds[i] = p.Get(ctx, keys[i])
+			}
+			return nil
+		})
 		for i, c := range cmds {
 			if v, err := c.Int(); err != nil || v != i {
 				lost++
 			}
 		}
-		if lost > 0 {
-			t.Fatalf("%d of %d keys of the slot lost or wrong", lost, slotKeys)
-		}
-	})
+	}
+	return lost
+}
+
+// readAll checks that every key written by openSlotCluster reads back.
+func readAll(t *testing.T, f Factory, members []Member, tag string) {
+	t.Helper()
+	if n := lostKeys(t, f, members, slotKeyNames(tag, slotKeys)); n > 0 {
+		t.Errorf("%d of %d keys of the slot lost or wrong", n, slotKeys)
+	}
+	if n := lostKeys(t, f, members, spreadKeyNames(2000)); n > 0 {
+		t.Errorf("%d of 2000 spread keys lost or wrong", n)
+	}
 }
 
 func countOn(t *testing.T, f Factory, addr string, slot int) int64 {
@@ -198,8 +247,7 @@ func TestFixForeignHalfDoneReshard(t *testing.T) {
 	if owned := assertNoStrayKeys(t, f, members); owned != slotKeys+2000 {
 		t.Errorf("owners hold %d keys, %d were written", owned, slotKeys+2000)
 	}
-	readSlotKeys(t, f, members, tag)
-	readKeys(t, f, members, 2000)
+	readAll(t, f, members, tag)
 }
 
 // failoverAndWait runs CLUSTER FAILOVER on the replica of master and waits until every
@@ -289,8 +337,7 @@ func testFixAfterFailover(t *testing.T, source bool) {
 	if owned := assertNoStrayKeys(t, f, members); owned != slotKeys+2000 {
 		t.Errorf("owners hold %d keys, %d were written", owned, slotKeys+2000)
 	}
-	readSlotKeys(t, f, members, tag)
-	readKeys(t, f, members, 2000)
+	readAll(t, f, members, tag)
 }
 
 // Markers that name a node that is gone (stopped, flagged fail) are closed with STABLE:
@@ -313,7 +360,7 @@ func TestFixStaleMarkerToGoneNode(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	writeKeys(t, f, members, 2000)
+	putKeys(t, f, members, spreadKeyNames(2000))
 	st, _ := Observe(ctx, f, members)
 	gone := st.Members[3].ID()
 	slot := st.Members[0].Self().Slots[0].Start
@@ -343,7 +390,9 @@ func TestFixStaleMarkerToGoneNode(t *testing.T) {
 	if owned := assertNoStrayKeys(t, f, members); owned != 2000 {
 		t.Errorf("owners hold %d keys, 2000 were written", owned)
 	}
-	readKeys(t, f, members, 2000)
+	if n := lostKeys(t, f, members, spreadKeyNames(2000)); n > 0 {
+		t.Errorf("%d of 2000 keys lost or wrong", n)
+	}
 }
 
 // A target that stalls (CLIENT PAUSE WRITE: it holds MIGRATE's RESTORE) makes a batch
@@ -427,7 +476,7 @@ func TestMigrateRefusesToOutliveCaller(t *testing.T) {
 	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members, 3, 0); err != nil {
 		t.Fatal(err)
 	}
-	writeKeys(t, f, members, 2000)
+	putKeys(t, f, members, spreadKeyNames(2000))
 	st, _ := Observe(ctxFor(t, 5*time.Second), f, members)
 	slot := st.Members[0].Self().Slots[0].Start
 	for countOn(t, f, members[0].Addr, slot) == 0 {
@@ -446,5 +495,7 @@ func TestMigrateRefusesToOutliveCaller(t *testing.T) {
 	if owned := assertNoStrayKeys(t, f, members); owned != 2000 {
 		t.Errorf("owners hold %d keys, 2000 were written", owned)
 	}
-	readKeys(t, f, members, 2000)
+	if n := lostKeys(t, f, members, spreadKeyNames(2000)); n > 0 {
+		t.Errorf("%d of 2000 keys lost or wrong", n)
+	}
 }
