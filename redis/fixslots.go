@@ -278,6 +278,14 @@ func (fx *slotFix) resume(ctx context.Context, target int) error {
 		}
 	}
 	src, dst := fx.st.Members[fx.owner], fx.st.Members[target]
+	if n := dst.find(src.ID()); n == nil || !n.Slots.Contains(fx.slot) {
+		// A node importing a slot ignores news of its owner: after a failover of the
+		// source it still maps the slot to the old master, now a replica, or to
+		// nobody, and refuses the keys (CLUSTERDOWN Hash slot not served).
+		if err := fx.setNode(ctx, target, fx.owner); err != nil {
+			return err
+		}
+	}
 	var others []string
 	for _, i := range fx.masters {
 		if i != fx.owner && i != target {
@@ -292,6 +300,19 @@ func (fx *slotFix) resume(ctx context.Context, target int) error {
 	fx.done = true
 	fx.report(target, "Slot %d: moved the remaining %d keys from %s to %s, which held %d of them, and gave it the slot",
 		fx.slot, n, fx.pod(fx.owner), fx.pod(target), fx.counts[target])
+	return nil
+}
+
+// setNode tells member i that member owner owns the slot; its markers stay as they are.
+func (fx *slotFix) setNode(ctx context.Context, i, owner int) error {
+	m, err := mover(fx.f.For(fx.st.Members[i].Addr))
+	if err != nil {
+		return err
+	}
+	if err := m.SetSlot(ctx, fx.slot, "node", fx.st.Members[owner].ID()); err != nil {
+		return err
+	}
+	fx.report(i, "Slot %d: told %s that %s owns it", fx.slot, fx.pod(i), fx.pod(owner))
 	return nil
 }
 
