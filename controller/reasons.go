@@ -17,6 +17,9 @@ const (
 	ReasonInvalidSpec = "InvalidSpec"
 	// ReasonRedisError: Redis refused or could not be reached for a change.
 	ReasonRedisError = "RedisError"
+	// ReasonMigrationStuck: a key could not be moved within MIGRATE's timeout; the status
+	// names it and its slot.
+	ReasonMigrationStuck = "MigrationStuck"
 	// ReasonTimedOut: an operation outlived its operator timeout.
 	ReasonTimedOut = "TimedOut"
 	// ReasonUpgrade: a step of the rolling upgrade (a failover, a pod restarted on the new template).

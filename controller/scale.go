@@ -96,12 +96,18 @@ func (r *Reconciler) reconcileScale(ctx context.Context, s *scope) (ctrl.Result,
 		log.FromContext(ctx).Info("Migrated slots", "slots", p.MovedSlots, "keys", p.MovedKeys, "remaining", p.Remaining)
 		r.Recorder.Eventf(rc, "Normal", ReasonRedisAction, "MigrateSlots: moved %d slots (%d keys), %d left", p.MovedSlots, p.MovedKeys, p.Remaining)
 	}
+	var stuck *redis.StuckKeyError
 	switch {
 	case errors.Is(err, redis.ErrRefused):
 		reason, msg := scaleRefusal(rc, err, current, desired)
 		r.warnOnce(s, reason, msg)
 		s.reason = "" // the phase's own reason carries msg: say it once
 		return ctrl.Result{RequeueAfter: requeueFailed}, r.redecide(s, errors.New(msg))
+	case errors.As(err, &stuck):
+		// Each try blocks the source for up to MIGRATE's timeout: come back after the
+		// backoff, not at once.
+		r.warnOnce(s, ReasonMigrationStuck, "Scaling: "+stuckReason(s.members, stuck))
+		return ctrl.Result{RequeueAfter: redis.StuckBackoff}, nil
 	case err != nil:
 		r.warnOnce(s, ReasonRedisError, fmt.Sprintf("Scaling: %v", err))
 		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
@@ -171,4 +177,19 @@ func scaleRefusal(rc *redisv1alpha1.RedisCluster, err error, current, desired in
 		return ReasonRedisError, "Scaling refused: " + ke.Error()
 	}
 	return ReasonRedisError, err.Error()
+}
+
+// stuckReason names the key, its slot and the pods, and leaves out the retry time so
+// warnOnce reports each stuck key once.
+func stuckReason(members []redis.Member, e *redis.StuckKeyError) string {
+	pod := func(addr string) string {
+		for _, m := range members {
+			if m.Addr == addr {
+				return m.Pod
+			}
+		}
+		return addr
+	}
+	return fmt.Sprintf("migration stuck: key %q of slot %d cannot move from %s to %s within %v; tried again every %v",
+		e.Key, e.Slot, pod(e.Source), pod(e.Target), e.Timeout, redis.StuckBackoff)
 }

@@ -86,6 +86,8 @@ type factory struct {
 	opts    Options
 	mu      sync.Mutex
 	clients map[string]*goredis.Client
+	// stuck remembers keys that could not move, so they are not tried again too soon.
+	stuck stuckKeys
 }
 
 func (f *factory) For(addr string) Admin {

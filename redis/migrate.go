@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"time"
+
+	goredis "github.com/go-redis/redis/v8"
 )
 
 // slotMover is what migrating a slot needs from a node, beyond Admin: the admin of a
@@ -15,6 +18,8 @@ type slotMover interface {
 	SetSlot(ctx context.Context, slot int, state, nodeID string) error
 	GetKeysInSlot(ctx context.Context, slot, count int) ([]string, error)
 	Migrate(ctx context.Context, targetAddr string, keys []string, replace bool, timeout time.Duration) error
+	Dump(ctx context.Context, key string) (string, error)
+	CountKeysInSlot(ctx context.Context, slot int) (int64, error)
 	ClusterReset(ctx context.Context) error
 }
 
@@ -41,13 +46,20 @@ func (a *admin) GetKeysInSlot(ctx context.Context, slot, count int) ([]string, e
 
 // Migrate moves keys to the node at targetAddr (MIGRATE host port "" 0 timeout [REPLACE]
 // [AUTH password] KEYS ...). AUTH with the password alone authenticates as the default
-// user, as the operator's own connections do.
+// user, as the operator's own connections do. The client waits callTimeout(timeout) for
+// the reply, longer than the pool's read timeout, so it never gives up on a MIGRATE that
+// Redis is still running: a caller that left would send its next command to a node still
+// busy with the last one.
 func (a *admin) Migrate(ctx context.Context, targetAddr string, keys []string, replace bool, timeout time.Duration) error {
 	host, port, err := net.SplitHostPort(targetAddr)
 	if err != nil {
 		return fmt.Errorf("failed to migrate keys to %s: %w", targetAddr, err)
 	}
-	args := []interface{}{"migrate", host, port, "", 0, timeout.Milliseconds()}
+	ms := timeout.Milliseconds()
+	if ms < 1 {
+		ms = 1
+	}
+	args := []interface{}{"migrate", host, port, "", 0, ms}
 	if replace {
 		args = append(args, "replace")
 	}
@@ -58,10 +70,40 @@ func (a *admin) Migrate(ctx context.Context, targetAddr string, keys []string, r
 	for _, k := range keys {
 		args = append(args, k)
 	}
-	if err := a.c.Do(ctx, args...).Err(); err != nil {
+	if err := a.c.WithTimeout(callTimeout(timeout)).Do(ctx, args...).Err(); err != nil {
 		return fmt.Errorf("failed to migrate %d keys from %s to %s: %w", len(keys), a.addr, targetAddr, err)
 	}
 	return nil
+}
+
+// Dump is DUMP key: the serialized value, to compare two copies of a key; "" when the
+// key does not exist. ASKING goes first on the same connection, so a node importing the
+// slot answers for a key it holds instead of redirecting.
+func (a *admin) Dump(ctx context.Context, key string) (string, error) {
+	var dump *goredis.StringCmd
+	_, _ = a.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		p.Do(ctx, "asking")
+		dump = p.Dump(ctx, key)
+		return nil
+	})
+	v, err := dump.Result()
+	if errors.Is(err, goredis.Nil) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("failed to dump key %q on %s: %w", key, a.addr, err)
+	}
+	return v, nil
+}
+
+// CountKeysInSlot is CLUSTER COUNTKEYSINSLOT: the keys of the slot this node holds,
+// whether or not it owns the slot.
+func (a *admin) CountKeysInSlot(ctx context.Context, slot int) (int64, error) {
+	n, err := a.c.ClusterCountKeysInSlot(ctx, slot).Result()
+	if err != nil {
+		return 0, fmt.Errorf("failed to count keys of slot %d on %s: %w", slot, a.addr, err)
+	}
+	return n, nil
 }
 
 // ClusterReset makes a node that left the cluster forget every other node (soft reset),
@@ -81,8 +123,13 @@ func mover(a Admin) (slotMover, error) {
 	return m, nil
 }
 
-// migrateTimeout is MIGRATE's own I/O timeout for one batch.
-const migrateTimeout = 5 * time.Second
+// MoveOptions bound the moving of one slot's keys.
+type MoveOptions struct {
+	// Pipeline is the number of keys per MIGRATE batch.
+	Pipeline int
+	// Timeout is MIGRATE's own timeout; DefaultMigrateTimeout when zero.
+	Timeout time.Duration
+}
 
 // MigrateSlot moves one slot and its keys from src to dst (node IDs srcID, dstID) the way
 // redis-cli does: IMPORTING on the target, MIGRATING on the source, batches of `pipeline`
@@ -91,7 +138,16 @@ const migrateTimeout = 5 * time.Second
 // again, keys already moved are not listed any more, and a key left on both sides by an
 // interrupted MIGRATE is replaced on the target, so a half-done slot is finished, not
 // restarted. A slot the target already owns only has its markers closed.
+//
+// MIGRATE is bounded (see moveKeys): a key that cannot move alone within the timeout is a
+// *StuckKeyError, and the step budget running out mid-slot is ErrBudgetSpent with the
+// slot left open for the next step (FixOpenSlots resumes it).
 func MigrateSlot(ctx context.Context, f Factory, slot int, src, dst MasterAddr, others []string, pipeline int) (int, error) {
+	return MigrateSlotWith(ctx, f, slot, src, dst, others, MoveOptions{Pipeline: pipeline})
+}
+
+// MigrateSlotWith is MigrateSlot with an explicit MIGRATE timeout.
+func MigrateSlotWith(ctx context.Context, f Factory, slot int, src, dst MasterAddr, others []string, opts MoveOptions) (int, error) {
 	s, err := mover(f.For(src.Addr))
 	if err != nil {
 		return 0, err
@@ -100,33 +156,35 @@ func MigrateSlot(ctx context.Context, f Factory, slot int, src, dst MasterAddr, 
 	if err != nil {
 		return 0, err
 	}
+	if err := backoffOf(f).check(src.Addr, dst.Addr, slot); err != nil {
+		return 0, err
+	}
 	if err := d.SetSlot(ctx, slot, "importing", src.ID); err != nil {
 		return 0, err
 	}
 	if err := s.SetSlot(ctx, slot, "migrating", dst.ID); err != nil {
 		return 0, err
 	}
-	moved := 0
-	for {
-		keys, err := s.GetKeysInSlot(ctx, slot, pipeline)
-		if err != nil {
-			return moved, err
-		}
-		if len(keys) == 0 {
-			break
-		}
-		err = s.Migrate(ctx, dst.Addr, keys, false, migrateTimeout)
-		if err != nil && strings.Contains(err.Error(), "BUSYKEY") {
-			// An earlier MIGRATE copied the key and was cut off before deleting it here:
-			// the source's copy is the current one.
-			err = s.Migrate(ctx, dst.Addr, keys, true, migrateTimeout)
-		}
-		if err != nil {
-			return moved, err
-		}
-		moved += len(keys)
+	km := keyMover{s: s, src: src.Addr, dst: dst.Addr, slot: slot, timeout: opts.timeout(), replaceBusy: true, stuck: backoffOf(f)}
+	moved, err := km.drain(ctx, opts.pipeline())
+	if err != nil {
+		return moved, err
 	}
 	return moved, closeSlot(ctx, f, slot, dst, src.Addr, others)
+}
+
+func (o MoveOptions) timeout() time.Duration {
+	if o.Timeout > 0 {
+		return o.Timeout
+	}
+	return DefaultMigrateTimeout
+}
+
+func (o MoveOptions) pipeline() int {
+	if o.Pipeline > 0 {
+		return o.Pipeline
+	}
+	return 10
 }
 
 // closeSlot gives the slot to dst on dst first (which bumps its epoch and clears its
@@ -159,4 +217,255 @@ func closeSlot(ctx context.Context, f Factory, slot int, dst MasterAddr, src str
 // MasterAddr names a master by node ID and address.
 type MasterAddr struct {
 	ID, Addr string
+}
+
+// NodeTimeout is the cluster-node-timeout the operator renders (templates/configmap.cue).
+const NodeTimeout = 5 * time.Second
+
+// DefaultMigrateTimeout is MIGRATE's own timeout: half the node timeout. Redis runs
+// MIGRATE synchronously, so the source answers nothing, not even the cluster bus, while it
+// waits on the target; a key given up on after half the node timeout cannot get its
+// source flagged as failing and failed over.
+const DefaultMigrateTimeout = NodeTimeout / 2
+
+// StuckBackoff is how long a key that could not move is left alone before the next try,
+// whatever triggers the next reconcile: each try blocks its source for up to the timeout.
+const StuckBackoff = 10 * time.Second
+
+// breathe is the pause after a MIGRATE that timed out, so the source serves its clients
+// and the cluster bus before the next, smaller batch.
+const breathe = 100 * time.Millisecond
+
+// callTimeout is how long the client waits for a MIGRATE given Redis timeout t. Redis
+// applies t to each wait on the target (connect, each 64 KiB written, each reply read),
+// not to the whole call, so the client waits for two of them plus a second for DUMP and
+// the network: a batch still running past that is one the client would not wait for.
+func callTimeout(t time.Duration) time.Duration { return 2*t + time.Second }
+
+// ErrBudgetSpent is returned when the caller's context has less time left than one
+// MIGRATE may take: the batch is not sent (it would outlive the caller), the slot stays
+// open, and the next step finishes it.
+var ErrBudgetSpent = errors.New("step budget spent before the slot was finished")
+
+// StuckKeyError is a key that could not move alone within MIGRATE's timeout. It is not
+// tried again before RetryAfter.
+type StuckKeyError struct {
+	Slot int
+	Key  string
+	// Source and Target are the nodes' addresses.
+	Source, Target string
+	Timeout        time.Duration
+	RetryAfter     time.Time
+	Err            error
+}
+
+func (e *StuckKeyError) Error() string {
+	return fmt.Sprintf("key %q of slot %d cannot move from %s to %s within %v (next try after %s): %v",
+		e.Key, e.Slot, e.Source, e.Target, e.Timeout, e.RetryAfter.Format(time.TimeOnly), e.Err)
+}
+
+func (e *StuckKeyError) Unwrap() error { return e.Err }
+
+// KeyConflictError is a key held, with different values, by both a node that does not
+// own its slot and the owner. Neither copy is dropped: a person decides.
+type KeyConflictError struct {
+	Slot           int
+	Key            string
+	Source, Target string
+}
+
+func (e *KeyConflictError) Error() string {
+	return fmt.Sprintf("key %q of slot %d has different values on %s (not the owner) and on its owner %s; "+
+		"keep one with DEL on the other, then the slot is finished", e.Key, e.Slot, e.Source, e.Target)
+}
+
+// stuckKeys remembers stuck keys per source, target and slot, so a reconcile that comes
+// early does not try them again and starve the source.
+type stuckKeys struct {
+	mu sync.Mutex
+	m  map[string]*StuckKeyError
+}
+
+func stuckID(src, dst string, slot int) string { return fmt.Sprintf("%s>%s#%d", src, dst, slot) }
+
+// check returns the remembered error while its backoff runs.
+func (b *stuckKeys) check(src, dst string, slot int) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.m[stuckID(src, dst, slot)]
+	if e == nil || time.Now().After(e.RetryAfter) {
+		return nil
+	}
+	return e
+}
+
+func (b *stuckKeys) remember(e *StuckKeyError) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.m == nil {
+		b.m = map[string]*StuckKeyError{}
+	}
+	b.m[stuckID(e.Source, e.Target, e.Slot)] = e
+}
+
+// sharedStuck serves Factories other than this package's own.
+var sharedStuck = &stuckKeys{}
+
+func backoffOf(f Factory) *stuckKeys {
+	if ff, ok := f.(*factory); ok {
+		return &ff.stuck
+	}
+	return sharedStuck
+}
+
+// keyMover moves one slot's keys from s to dst with bounded MIGRATE calls.
+type keyMover struct {
+	s        slotMover
+	src, dst string
+	slot     int
+	timeout  time.Duration
+	// replaceBusy: a key on both sides is replaced on the target, because the source's
+	// copy is the one clients were served (the slot is the source's). When false, the
+	// copies are compared with owner (DUMP) and only an identical one is replaced.
+	replaceBusy bool
+	owner       slotMover
+	stuck       *stuckKeys
+}
+
+// drain moves batches of up to pipeline keys until the source has none left in the slot.
+func (km *keyMover) drain(ctx context.Context, pipeline int) (int, error) {
+	moved := 0
+	for {
+		keys, err := km.s.GetKeysInSlot(ctx, km.slot, pipeline)
+		if err != nil || len(keys) == 0 {
+			return moved, err
+		}
+		n, err := km.move(ctx, keys)
+		moved += n
+		if err != nil {
+			return moved, err
+		}
+	}
+}
+
+// move migrates keys; a batch that times out is split in halves, down to one key, and a
+// single key that times out is a *StuckKeyError. The halves are tried left first and the
+// first stuck key ends the step, so a target that stalls costs log2(batch)+1 calls, not
+// one per key.
+func (km *keyMover) move(ctx context.Context, keys []string) (int, error) {
+	if err := km.fits(ctx); err != nil {
+		return 0, err
+	}
+	err := km.s.Migrate(ctx, km.dst, keys, false, km.timeout)
+	if isBusyKey(err) {
+		switch {
+		case km.replaceBusy:
+			// An earlier MIGRATE copied the key and was cut off before deleting it here.
+			err = km.s.Migrate(ctx, km.dst, keys, true, km.timeout)
+		case len(keys) > 1:
+			return km.oneByOne(ctx, keys)
+		default:
+			return km.replaceIfSame(ctx, keys[0])
+		}
+	}
+	switch {
+	case err == nil:
+		return len(keys), nil
+	case !isMigrateTimeout(err):
+		return 0, err
+	case len(keys) == 1:
+		return 0, km.stuckKey(keys[0], err)
+	}
+	if err := sleepCtx(ctx, breathe); err != nil {
+		return 0, err
+	}
+	half := len(keys) / 2
+	n, err := km.move(ctx, keys[:half])
+	if err != nil {
+		return n, err
+	}
+	m, err := km.move(ctx, keys[half:])
+	return n + m, err
+}
+
+func (km *keyMover) oneByOne(ctx context.Context, keys []string) (int, error) {
+	moved := 0
+	for _, k := range keys {
+		n, err := km.move(ctx, []string{k})
+		moved += n
+		if err != nil {
+			return moved, err
+		}
+	}
+	return moved, nil
+}
+
+// replaceIfSame replaces the owner's copy only when it is the same value (redis-cli's
+// rule for fix): nothing differing is ever dropped.
+func (km *keyMover) replaceIfSame(ctx context.Context, key string) (int, error) {
+	here, err := km.s.Dump(ctx, key)
+	if err != nil {
+		return 0, err
+	}
+	there, err := km.owner.Dump(ctx, key)
+	if err != nil {
+		return 0, err
+	}
+	if here != there {
+		return 0, &KeyConflictError{Slot: km.slot, Key: key, Source: km.src, Target: km.dst}
+	}
+	err = km.s.Migrate(ctx, km.dst, []string{key}, true, km.timeout)
+	if isMigrateTimeout(err) {
+		return 0, km.stuckKey(key, err)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return 1, nil
+}
+
+func (km *keyMover) stuckKey(key string, err error) error {
+	e := &StuckKeyError{Slot: km.slot, Key: key, Source: km.src, Target: km.dst, Timeout: km.timeout,
+		RetryAfter: time.Now().Add(StuckBackoff), Err: err}
+	km.stuck.remember(e)
+	return e
+}
+
+// fits refuses a MIGRATE the caller would not wait for to the end.
+func (km *keyMover) fits(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < callTimeout(km.timeout) {
+		return fmt.Errorf("slot %d from %s to %s: %w", km.slot, km.src, km.dst, ErrBudgetSpent)
+	}
+	return nil
+}
+
+func isBusyKey(err error) bool { return err != nil && strings.Contains(err.Error(), "BUSYKEY") }
+
+// isMigrateTimeout: MIGRATE gave up on the target ("IOERR error or timeout reading to
+// target instance", "... writing ..."), or the client gave up on MIGRATE. A target that
+// cannot be connected to is not a timeout: smaller batches would not help.
+func isMigrateTimeout(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "IOERR") && !strings.Contains(msg, "connecting")
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

@@ -60,8 +60,9 @@ func Scale(ctx context.Context, f Factory, members []Member, req ScaleRequest) (
 	if !st.AllReachable() {
 		return ScaleProgress{Phase: PhaseWaitingForPods}, nil
 	}
-	if open := openSlots(st); len(open) > 0 {
-		return finishOpen(ctx, f, st, open, req)
+	if !st.NoOpenSlots() {
+		p, err := fixOpenSlots(ctx, f, st, MoveOptions{Pipeline: req.Pipeline})
+		return p, partialStep(err)
 	}
 	if meets := planReconnect(st); len(meets) > 0 {
 		b := newBootstrapper(f)
@@ -234,60 +235,13 @@ func removeLeaving(ctx context.Context, f Factory, st *ClusterState, req ScaleRe
 	return prog, nil
 }
 
-// openSlot is a slot some member marks MIGRATING or IMPORTING.
-type openSlot struct {
-	Slot     int
-	From, To string
-}
-
-func openSlots(st *ClusterState) []openSlot {
-	seen := map[int]openSlot{}
-	for i := range st.Members {
-		self := st.Members[i].Self()
-		for s, to := range self.Migrating {
-			seen[s] = openSlot{Slot: s, From: self.ID, To: to}
-		}
-		for s, from := range self.Importing {
-			if _, ok := seen[s]; !ok {
-				seen[s] = openSlot{Slot: s, From: from, To: self.ID}
-			}
-		}
+// partialStep turns ErrBudgetSpent into a step that simply did less: the slot it left
+// open is finished by the next step.
+func partialStep(err error) error {
+	if errors.Is(err, ErrBudgetSpent) {
+		return nil
 	}
-	out := make([]openSlot, 0, len(seen))
-	for _, o := range seen {
-		out = append(out, o)
-	}
-	sort.Slice(out, func(a, b int) bool { return out[a].Slot < out[b].Slot })
-	return out
-}
-
-// finishOpen completes slots left open by an interrupted step: moved on to their target
-// when the source still owns them, else only closed on the owner's side.
-func finishOpen(ctx context.Context, f Factory, st *ClusterState, open []openSlot, req ScaleRequest) (ScaleProgress, error) {
-	prog := ScaleProgress{Phase: PhaseFinishingSlots}
-	addr := addrsByID(st)
-	for _, o := range open {
-		src, dst := MasterAddr{ID: o.From, Addr: addr[o.From]}, MasterAddr{ID: o.To, Addr: addr[o.To]}
-		if dst.Addr == "" {
-			// The target is gone: give the slot back to its source.
-			dst, src = src, MasterAddr{}
-		}
-		owner := ownerOf(st, o.Slot)
-		if src.Addr == "" || owner != src.ID {
-			if err := closeSlot(ctx, f, o.Slot, MasterAddr{ID: owner, Addr: addr[owner]}, "", otherAddrs(st, owner)); err != nil {
-				return prog, err
-			}
-			prog.MovedSlots++
-			continue
-		}
-		n, err := MigrateSlot(ctx, f, o.Slot, src, dst, otherAddrs(st, src.ID, dst.ID), req.Pipeline)
-		prog.MovedKeys += n
-		if err != nil {
-			return prog, err
-		}
-		prog.MovedSlots++
-	}
-	return prog, nil
+	return err
 }
 
 // migrate moves planned slots until the budget is spent.
@@ -303,7 +257,7 @@ func migrate(ctx context.Context, f Factory, st *ClusterState, moves []SlotMove,
 			otherAddrs(st, mv.From, mv.To), req.Pipeline)
 		prog.MovedKeys += n
 		if err != nil {
-			return prog, err
+			return prog, partialStep(err)
 		}
 		prog.MovedSlots++
 		prog.Remaining--
