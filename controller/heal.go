@@ -27,7 +27,8 @@ const promoteAfter = 15 * time.Second
 // healOptions are the healer's own-failover settings for this cluster.
 func (r *Reconciler) healOptions(s *scope) redis.HealOptions {
 	w, _ := r.failWatches.LoadOrStore(client.ObjectKeyFromObject(s.cluster), redis.NewFailWatch())
-	return redis.HealOptions{Watch: w.(*redis.FailWatch), PromoteAfter: promoteAfter, Now: r.now}
+	pipeline, _ := s.cluster.Spec.PipelineKeys() // an invalid value: the default
+	return redis.HealOptions{Watch: w.(*redis.FailWatch), PromoteAfter: promoteAfter, Now: r.now, Pipeline: pipeline}
 }
 
 // needsHealing reports whether a cluster that was formed once is not whole: an instance

@@ -282,6 +282,15 @@ type HealOptions struct {
 	PromoteAfter time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Pipeline is the number of keys per MIGRATE when an open slot is finished; 100 when 0.
+	Pipeline int
+}
+
+func (o HealOptions) pipeline() int {
+	if o.Pipeline > 0 {
+		return o.Pipeline
+	}
+	return 100
 }
 
 func (o HealOptions) now() time.Time {

@@ -161,57 +161,31 @@ func TestFailWatchOverdue(t *testing.T) {
 // worth of them lost would never go unnoticed.
 const healKeysReal = 20000
 
-// formLoaded is formForHealing with healKeysReal keys, written in pipelines straight to
-// each key's master (the keys have no hash tag, so keySlot is their slot).
+// formLoaded is formForHealing with healKeysReal keys, written on each key's owner, then
+// WAITed for on every master: the fault comes next, and keys Redis' asynchronous
+// replication had not copied yet would be lost by Redis, not by healing.
 func formLoaded(t *testing.T) ([]*redistest.Server, []Member, Factory) {
 	t.Helper()
 	servers, members, f := formForHealing(t, 0)
-	byOwner := keysByOwner(t, f, members)
-	ctx := ctxFor(t, time.Minute)
-	for addr, keys := range byOwner {
+	keys := healNames(healKeysReal)
+	putKeys(t, f, members, keys)
+	ctx := ctxFor(t, 30*time.Second)
+	for addr := range byOwner(t, f, members, keys) {
 		c := goredis.NewClient(&goredis.Options{Addr: addr})
-		_, err := c.Pipelined(ctx, func(p goredis.Pipeliner) error {
-			for _, i := range keys {
-				p.Set(ctx, fmt.Sprintf("heal-%d", i), i, 0)
-			}
-			return nil
-		})
-		// The fault comes next: the keys must have reached the replica first, or
-		// Redis' asynchronous replication, not healing, is what loses them.
-		var acked int64
-		if err == nil {
-			acked, err = c.Do(ctx, "wait", 1, 10000).Int64()
-		}
+		acked, err := c.Do(ctx, "wait", 1, 10000).Int64()
 		c.Close()
 		if err != nil || acked < 1 {
-			t.Fatalf("SET on %s: %v (replicas acknowledging: %d)", addr, err, acked)
+			t.Fatalf("WAIT on %s: %v (replicas acknowledging: %d)", addr, err, acked)
 		}
 	}
 	return servers, members, f
 }
 
-// keysByOwner maps each master's address to the numbers of the heal-N keys it owns now.
-func keysByOwner(t *testing.T, f Factory, members []Member) map[string][]int {
-	t.Helper()
-	st, err := Observe(ctxFor(t, 5*time.Second), f, members)
-	if err != nil {
-		t.Fatal(err)
-	}
-	owner := make([]string, SlotCount)
-	for _, m := range st.Members {
-		for _, r := range m.Self().Slots {
-			for slot := r.Start; slot <= r.End; slot++ {
-				owner[slot] = m.Addr
-			}
-		}
-	}
-	out := map[string][]int{}
-	for i := 0; i < healKeysReal; i++ {
-		addr := owner[keySlot(fmt.Sprintf("heal-%d", i))]
-		if addr == "" {
-			t.Fatalf("slot of heal-%d has no reachable owner", i)
-		}
-		out[addr] = append(out[addr], i)
+// healNames are heal-0 … heal-(n-1); key i holds i.
+func healNames(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("heal-%d", i)
 	}
 	return out
 }
@@ -219,24 +193,7 @@ func keysByOwner(t *testing.T, f Factory, members []Member) map[string][]int {
 // assertAllKeys reads every key formLoaded wrote from its current owner.
 func assertAllKeys(t *testing.T, f Factory, members []Member) {
 	t.Helper()
-	ctx := ctxFor(t, time.Minute)
-	lost := 0
-	for addr, keys := range keysByOwner(t, f, members) {
-		c := goredis.NewClient(&goredis.Options{Addr: addr})
-		cmds, _ := c.Pipelined(ctx, func(p goredis.Pipeliner) error {
-			for _, i := range keys {
-				p.Get(ctx, fmt.Sprintf("heal-%d", i))
-			}
-			return nil
-		})
-		c.Close()
-		for k, cmd := range cmds {
-			if v, err := cmd.(*goredis.StringCmd).Int(); err != nil || v != keys[k] {
-				lost++
-			}
-		}
-	}
-	if lost > 0 {
+	if lost := lostKeys(t, f, members, healNames(healKeysReal)); lost > 0 {
 		t.Fatalf("%d of %d keys lost", lost, healKeysReal)
 	}
 }
@@ -409,5 +366,30 @@ func TestPlanHealPromotesStrictlyWhilePodsAreMissing(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A formed cluster with a reshard someone else left half-done (Running, not Scaling): healing
+// finishes the slot first, then reports the cluster formed, with every key in place.
+func TestHealFinishesAForeignOpenSlot(t *testing.T) {
+	members, f, _, slot, tag := openSlotCluster(t, 3, 1)
+	st, _ := Observe(ctxFor(t, 5*time.Second), f, members)
+	src, dst := -1, -1
+	for i := range st.Members {
+		switch self := st.Members[i].Self(); {
+		case self.Master && self.Slots.Contains(slot):
+			src = i
+		case self.Master && dst < 0:
+			dst = i
+		}
+	}
+	openByHand(t, f, st.Members[src], st.Members[dst], slot, 4000)
+	acts := healWithWatch(t, f, members, HealOptions{Watch: NewFailWatch(), PromoteAfter: time.Minute}, 60*time.Second)
+	if got := kinds(acts); !strings.Contains(got, fmt.Sprint(slot)) {
+		t.Errorf("no action names slot %d: %s", slot, got)
+	}
+	readAll(t, f, members, tag)
+	if n := assertNoStrayKeys(t, f, members); n != slotKeys+2000 {
+		t.Errorf("owners hold %d keys, %d were written", n, slotKeys+2000)
 	}
 }

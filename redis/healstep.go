@@ -21,6 +21,13 @@ func HealWith(ctx context.Context, f Factory, members []Member, masters, replica
 	if err != nil {
 		return Progress{Phase: PhaseWaitingForPods}, fmt.Errorf("failed to observe cluster: %w", err)
 	}
+	if len(markedSlots(st)) > 0 && st.AllReachable() && len(st.PendingFailovers()) == 0 {
+		// A slot left MIGRATING/IMPORTING (a failover mid-move, a foreign reshard) is
+		// finished first, as redis-cli --cluster fix does: the views cannot agree while a
+		// marker is open, so nothing else would ever heal.
+		fp, err := FixOpenSlots(ctx, f, st, opts.pipeline())
+		return Progress{Phase: fp.Phase, Actions: fp.Actions}, err
+	}
 	overdue := opts.overdue(st)
 	plan := PlanHeal(st, masters, replicasPerMaster, overdue)
 	if len(plan.NeedReplication) > 0 {

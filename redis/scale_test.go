@@ -32,36 +32,18 @@ func scaleUntilDone(t *testing.T, f Factory, members []Member, req ScaleRequest)
 	}
 }
 
+// writeKeys writes heal-0 … heal-(n-1) on their owners (key i holds i).
 func writeKeys(t *testing.T, f Factory, members []Member, n int) {
-	withCluster(t, f, members, func(ctx context.Context, cc *goredis.ClusterClient) {
-		_, err := cc.Pipelined(ctx, func(p goredis.Pipeliner) error {
-			for i := 0; i < n; i++ {
-				p.Set(ctx, fmt.Sprintf("heal-%d", i), i, 0)
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatalf("SET: %v", err)
-		}
-	})
+	t.Helper()
+	putKeys(t, f, members, healNames(n))
 }
 
-// readKeys checks every key written by writeKeys through a cluster client.
+// readKeys checks every key written by writeKeys on its current owner.
 func readKeys(t *testing.T, f Factory, members []Member, n int) {
-	withCluster(t, f, members, func(ctx context.Context, cc *goredis.ClusterClient) {
-		cmds := make([]*goredis.StringCmd, n)
-		_, _ = cc.Pipelined(ctx, func(p goredis.Pipeliner) error {
-			for i := 0; i < n; i++ {
-				cmds[i] = p.Get(ctx, fmt.Sprintf("heal-%d", i))
-			}
-			return nil
-		})
-		for i, c := range cmds {
-			if v, err := c.Int(); err != nil || v != i {
-				t.Fatalf("key heal-%d: got %d, %v", i, v, err)
-			}
-		}
-	})
+	t.Helper()
+	if lost := lostKeys(t, f, members, healNames(n)); lost > 0 {
+		t.Fatalf("%d of %d keys lost", lost, n)
+	}
 }
 
 // A 3-master cluster with 2000 keys grows to 4 masters with a replica each, every master
