@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -111,6 +112,12 @@ func run() error {
 		// The operator exits when it loses the lease, so a new leader never races an old one.
 		LeaderElectionReleaseOnCancel: true,
 		PprofBindAddress:              o.pprofAddr,
+		// client-go's default spam filter drops every event about one object after 25 in a
+		// few minutes (one more each 5 min): a cluster's bootstrap alone comes close, and a
+		// Warning that came later (a revert, a refusal) was silently lost. 200 a burst, one
+		// more every 10 s, still bounds a flapping cluster. The deprecation concerns
+		// managers shorter-lived than their process; this one is the process.
+		EventBroadcaster: record.NewBroadcasterWithCorrelatorOptions(record.CorrelatorOptions{BurstSize: 200, QPS: 0.1}), //nolint:staticcheck
 	}
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), mgrOpts)
 	if err != nil {
