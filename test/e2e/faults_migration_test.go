@@ -1,0 +1,131 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	goredis "github.com/go-redis/redis/v8"
+	. "github.com/onsi/gomega"
+
+	"github.com/hc-middleware/redis-cluster-operator/redis"
+)
+
+// Faults around slot migration, with the fault suite's writer and 100,000 keys.
+
+// openForeignSlot does what an abandoned `redis-cli --cluster reshard` leaves: the first
+// slot of one master marked MIGRATING to another, which marks it IMPORTING, and half of
+// the slot's keys already MIGRATEd. It returns the slot.
+func openForeignSlot(ctx context.Context, t *testing.T, ns string) int {
+	t.Helper()
+	pods, err := stack.Pods(ctx, ns, selectorOf("demo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var members []redis.Member
+	for _, p := range pods {
+		members = append(members, redis.Member{Pod: p.Name, Addr: net.JoinHostPort(p.Status.PodIP, "6379")})
+	}
+	f := redis.NewFactory(redis.Options{})
+	defer f.Close()
+	st, err := redis.Observe(ctx, f, members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var src, dst *redis.Node
+	var srcAddr, dstAddr string
+	for i := range st.Members {
+		if self := st.Members[i].Self(); self.Master && len(self.Slots) > 0 {
+			if src == nil {
+				src, srcAddr = self, st.Members[i].Addr
+			} else if dst == nil {
+				dst, dstAddr = self, st.Members[i].Addr
+			}
+		}
+	}
+	slot := src.Slots[0].Start
+	s := goredis.NewClient(&goredis.Options{Addr: srcAddr})
+	d := goredis.NewClient(&goredis.Options{Addr: dstAddr})
+	defer s.Close()
+	defer d.Close()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(d.Do(ctx, "cluster", "setslot", slot, "importing", src.ID).Err())
+	must(s.Do(ctx, "cluster", "setslot", slot, "migrating", dst.ID).Err())
+	keys, err := s.ClusterGetKeysInSlot(ctx, slot, 1000).Result()
+	must(err)
+	if len(keys) < 2 {
+		t.Fatalf("slot %d holds %d keys; the case needs some to move", slot, len(keys))
+	}
+	host, port, _ := net.SplitHostPort(dstAddr)
+	args := []any{"migrate", host, port, "", 0, 5000, "keys"}
+	for _, k := range keys[:len(keys)/2] {
+		args = append(args, k)
+	}
+	must(s.Do(ctx, args...).Err())
+	t.Logf("slot %d left open from %s to %s with %d of its %d keys moved", slot, srcAddr, dstAddr, len(keys)/2, len(keys))
+	return slot
+}
+
+// A reshard someone else started and abandoned, on a Running cluster: healing finishes the
+// slot as redis-cli --cluster fix does; then a scale-out and back runs through.
+func TestFaultForeignOpenSlotThenScale(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	f := startFault(ctx, t, "fault-foreign-slot", nil)
+	start := time.Now()
+	slot := openForeignSlot(ctx, t, f.ns)
+	// A Running cluster is looked at every 30 s (nothing in Redis is watched): the marker
+	// is found on the next look and finished then.
+	NewWithT(t).Eventually(func() error { return stack.Integrity(ctx, f.ns, "demo", "") }, 90*time.Second, time.Second).Should(Succeed())
+	took := backToRunning(ctx, t, f.ns, start, faultRecovery)
+	t.Logf("slot %d finished %.1fs after it was left open", slot, took.Seconds())
+	out := resize(ctx, t, f.ns, "demo", 8)
+	in := resize(ctx, t, f.ns, "demo", 6)
+	t.Logf("then scaled 6->8 in %.1fs and back in %.1fs", out.Seconds(), in.Seconds())
+	f.finish(fmt.Sprintf("foreign open slot, then scale 6->8->6 (back in %.1fs)", took.Seconds()), 0, took)
+}
+
+// The operator SIGKILLed while slots move on a scale-out, and started again: the migration
+// resumes from Redis' own markers and finishes with every key.
+func TestFaultOperatorKilledMidMigration(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	op := operator(t)
+	f := startFault(ctx, t, "fault-op-killed", nil)
+	start := time.Now()
+	if out, err := stack.Kubectl("-n", f.ns, "scale", "rec/demo", "--replicas=8"); err != nil {
+		t.Fatalf("kubectl scale: %v: %s", err, out)
+	}
+	g := NewWithT(t)
+	// Kill it once a slot has moved: the first MigrateSlots event.
+	g.Eventually(func() bool {
+		evs, err := stack.Events(ctx, getCluster(ctx, t, f.ns, "demo"))
+		if err != nil {
+			return false
+		}
+		for _, e := range evs {
+			if e.Reason == "RedisAction" && len(e.Message) > 12 && e.Message[:12] == "MigrateSlots" {
+				return true
+			}
+		}
+		return false
+	}, 3*time.Minute, 50*time.Millisecond).Should(BeTrue(), "slots start moving")
+	g.Expect(op.Kill()).To(Succeed())
+	g.Eventually(op.Running, 10*time.Second, 100*time.Millisecond).Should(BeFalse())
+	time.Sleep(2 * time.Second)
+	g.Expect(op.Restart()).To(Succeed())
+	if err := stack.WaitForPhase(ctx, f.ns, "demo", "Running", 4*time.Minute); err != nil {
+		t.Fatalf("%v; reason: %s", err, getCluster(ctx, t, f.ns, "demo").Status.Reason)
+	}
+	expectShape(ctx, t, f.ns, "demo", 8, 4, 4096)
+	f.finish("operator SIGKILLed mid-migration (6->8)", 0, time.Since(start))
+}
