@@ -97,29 +97,13 @@ func keysByMaster(ctx context.Context, t *testing.T, ns, name, prefix string, n 
 	}
 	out := map[string][]int{}
 	for i := 0; i < n; i++ {
-		addr := owner[crc16Slot(fmt.Sprintf("%s-%d", prefix, i))]
+		addr := owner[redis.KeySlot(fmt.Sprintf("%s-%d", prefix, i))]
 		if addr == "" {
 			t.Fatalf("no master owns the slot of %s-%d", prefix, i)
 		}
 		out[addr] = append(out[addr], i)
 	}
 	return out
-}
-
-// crc16Slot is Redis Cluster's slot of a key without a hash tag: CRC16 (XMODEM) mod 16384.
-func crc16Slot(key string) int {
-	var crc uint16
-	for _, b := range []byte(key) {
-		crc ^= uint16(b) << 8
-		for k := 0; k < 8; k++ {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return int(crc) % redis.SlotCount
 }
 
 // placement maps each pod of the cluster to its Kubernetes node and node ID.
