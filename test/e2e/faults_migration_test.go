@@ -129,3 +129,122 @@ func TestFaultOperatorKilledMidMigration(t *testing.T) {
 	expectShape(ctx, t, f.ns, "demo", 8, 4, 4096)
 	f.finish("operator SIGKILLed mid-migration (6->8)", 0, time.Since(start))
 }
+
+// waitForMigration waits until slots move on a scale-out: the first MigrateSlots event.
+func waitForMigration(ctx context.Context, t *testing.T, ns string) {
+	t.Helper()
+	NewWithT(t).Eventually(func() bool {
+		evs, err := stack.Events(ctx, getCluster(ctx, t, ns, "demo"))
+		if err != nil {
+			return false
+		}
+		for _, e := range evs {
+			if e.Reason == "RedisAction" && len(e.Message) > 12 && e.Message[:12] == "MigrateSlots" {
+				return true
+			}
+		}
+		return false
+	}, 3*time.Minute, 50*time.Millisecond).Should(BeTrue(), "slots start moving")
+}
+
+// nodesOf reads CLUSTER NODES of every pod: pod name -> its own line, and pod -> address.
+func nodesOf(ctx context.Context, t *testing.T, ns string) (map[string]redis.Node, map[string]string) {
+	t.Helper()
+	self, addrs := map[string]redis.Node{}, map[string]string{}
+	for pod, ip := range podIPs(ctx, t, ns, "demo") {
+		c := goredis.NewClient(&goredis.Options{Addr: net.JoinHostPort(ip, "6379")})
+		text, err := c.ClusterNodes(ctx).Result()
+		c.Close()
+		if err != nil {
+			continue // restarting
+		}
+		nodes, err := redis.ParseClusterNodes(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range nodes {
+			if n.Myself {
+				self[pod], addrs[pod] = n, net.JoinHostPort(ip, "6379")
+			}
+		}
+	}
+	return self, addrs
+}
+
+// A new master's pod deleted while slots move to it on a scale-out: its replica, attached
+// and in sync before the first slot moved, takes over, and the scale-out finishes.
+func TestFaultNewMasterDeletedMidMigration(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	f := startFault(ctx, t, "fault-new-master", nil)
+	start := time.Now()
+	if out, err := stack.Kubectl("-n", f.ns, "scale", "rec/demo", "--replicas=8"); err != nil {
+		t.Fatalf("kubectl scale: %v: %s", err, out)
+	}
+	waitForMigration(ctx, t, f.ns)
+	self, _ := nodesOf(ctx, t, f.ns)
+	victim := ""
+	for _, pod := range []string{"demo-6", "demo-7"} {
+		if n, ok := self[pod]; ok && n.Master {
+			victim = pod
+		}
+	}
+	if victim == "" {
+		t.Fatalf("no new master among demo-6, demo-7: %v", self)
+	}
+	t.Logf("deleting the new master %s while slots move to it", victim)
+	if err := stack.DeletePod(ctx, f.ns, victim); err != nil {
+		t.Fatal(err)
+	}
+	if err := stack.WaitForPhase(ctx, f.ns, "demo", "Running", 5*time.Minute); err != nil {
+		t.Fatalf("%v; reason: %s", err, getCluster(ctx, t, f.ns, "demo").Status.Reason)
+	}
+	expectShape(ctx, t, f.ns, "demo", 8, 4, 4096)
+	f.finish("new master's pod deleted mid-migration (6->8)", 0, time.Since(start))
+}
+
+// CLUSTER FAILOVER on the replica of a slot's source while the slot is open on a
+// scale-out: the promoted replica holds the MIGRATING side now, and the move is finished
+// from there, with no key on a node that does not own its slot.
+func TestFaultSourceFailoverWhileSlotOpen(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	f := startFault(ctx, t, "fault-src-failover", nil)
+	start := time.Now()
+	if out, err := stack.Kubectl("-n", f.ns, "scale", "rec/demo", "--replicas=8"); err != nil {
+		t.Fatalf("kubectl scale: %v: %s", err, out)
+	}
+	var source redis.Node
+	NewWithT(t).Eventually(func() bool {
+		self, _ := nodesOf(ctx, t, f.ns)
+		for _, n := range self {
+			if len(n.Migrating) > 0 {
+				source = n
+				return true
+			}
+		}
+		return false
+	}, 3*time.Minute, 20*time.Millisecond).Should(BeTrue(), "a slot is open")
+	self, addrs := nodesOf(ctx, t, f.ns)
+	replica := ""
+	for pod, n := range self {
+		if n.Replica && n.MasterID == source.ID {
+			replica = pod
+		}
+	}
+	if replica == "" {
+		t.Fatalf("the source %s has no replica", source.ID)
+	}
+	c := goredis.NewClient(&goredis.Options{Addr: addrs[replica]})
+	err := c.Do(ctx, "cluster", "failover").Err()
+	c.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("CLUSTER FAILOVER on %s, replica of the source %s (migrating %v)", replica, source.ID, source.Migrating)
+	if err := stack.WaitForPhase(ctx, f.ns, "demo", "Running", 5*time.Minute); err != nil {
+		t.Fatalf("%v; reason: %s", err, getCluster(ctx, t, f.ns, "demo").Status.Reason)
+	}
+	expectShape(ctx, t, f.ns, "demo", 8, 4, 4096)
+	f.finish("source's replica failed over while a slot is open (6->8)", 0, time.Since(start))
+}
