@@ -182,10 +182,13 @@ func formLoaded(t *testing.T) ([]*redistest.Server, []Member, Factory) {
 }
 
 // healNames are heal-0 … heal-(n-1); key i holds i.
-func healNames(n int) []string {
+func healNames(n int) []string { return numberedKeys("heal", n) }
+
+// numberedKeys are PREFIX-0 … PREFIX-(n-1).
+func numberedKeys(prefix string, n int) []string {
 	out := make([]string, n)
 	for i := range out {
-		out[i] = fmt.Sprintf("heal-%d", i)
+		out[i] = fmt.Sprintf("%s-%d", prefix, i)
 	}
 	return out
 }

@@ -141,13 +141,7 @@ func slotKeyNames(tag string, n int) []string {
 	return out
 }
 
-func spreadKeyNames(n int) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = fmt.Sprintf("spread-%d", i)
-	}
-	return out
-}
+func spreadKeyNames(n int) []string { return numberedKeys("spread", n) }
 
 // byOwner groups key indexes by the address of the master that owns their slot, going
 // by the masters' own claims: a key read there without a redirect is where clients are

@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,88 +20,18 @@ import (
 
 const reformKeys = 10000
 
-// writeReformKeys writes PREFIX-0 … PREFIX-(n-1), each holding its number, with a pipeline
-// per slot owner and batch (cluster clients do one round trip per key, too slow for 10,000
-// keys on a loaded machine).
+// writeReformKeys writes PREFIX-0 … PREFIX-(n-1), key i holding i, on each key's owner.
 func writeReformKeys(t *testing.T, f Factory, members []Member, prefix string, n int) {
 	t.Helper()
-	ctx := ctxFor(t, 60*time.Second)
-	for addr, keys := range keysByMasterAddr(t, f, members, prefix, n) {
-		c := goredis.NewClient(&goredis.Options{Addr: addr})
-		for from := 0; from < len(keys); from += 500 {
-			_, err := c.Pipelined(ctx, func(p goredis.Pipeliner) error {
-				for _, i := range keys[from:min(from+500, len(keys))] {
-					p.Set(ctx, fmt.Sprintf("%s-%d", prefix, i), i, 0)
-				}
-				return nil
-			})
-			if err != nil {
-				c.Close()
-				t.Fatalf("SET on %s: %v", addr, err)
-			}
-		}
-		c.Close()
-	}
+	putKeys(t, f, members, numberedKeys(prefix, n))
 }
 
-// expectReformKeys reads every key writeReformKeys wrote from the node owning its slot now
-// (a pipeline per owner and batch), and fails with the number of keys missing.
+// expectReformKeys reads every key writeReformKeys wrote from the node owning its slot now.
 func expectReformKeys(t *testing.T, f Factory, members []Member, prefix string, n int) {
 	t.Helper()
-	ctx := ctxFor(t, 60*time.Second)
-	lost := 0
-	for addr, keys := range keysByMasterAddr(t, f, members, prefix, n) {
-		c := goredis.NewClient(&goredis.Options{Addr: addr})
-		for from := 0; from < len(keys); from += 500 {
-			batch := keys[from:min(from+500, len(keys))]
-			cmds := make([]*goredis.StringCmd, len(batch))
-			_, err := c.Pipelined(ctx, func(p goredis.Pipeliner) error {
-				for k, i := range batch {
-					cmds[k] = p.Get(ctx, fmt.Sprintf("%s-%d", prefix, i))
-				}
-				return nil
-			})
-			if err != nil && !errors.Is(err, goredis.Nil) {
-				c.Close()
-				t.Fatalf("GET on %s: %v", addr, err)
-			}
-			for k, cmd := range cmds {
-				if v, err := cmd.Int(); err != nil || v != batch[k] {
-					lost++
-				}
-			}
-		}
-		c.Close()
+	if lost := lostKeys(t, f, members, numberedKeys(prefix, n)); lost > 0 {
+		t.Fatalf("%d of %d keys %s-* lost or wrong", lost, n, prefix)
 	}
-	if lost > 0 {
-		t.Fatalf("%d of %d keys %s-* lost", lost, n, prefix)
-	}
-	t.Logf("all %d keys %s-* read back", n, prefix)
-}
-
-// keysByMasterAddr groups key numbers by the address of the master owning their slot, as
-// member 0's CLUSTER SLOTS says.
-func keysByMasterAddr(t *testing.T, f Factory, members []Member, prefix string, n int) map[string][]int {
-	t.Helper()
-	slots, err := ClusterSlots(ctxFor(t, 5*time.Second), f, []string{members[0].Addr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	owner := make([]string, SlotCount)
-	for _, s := range slots {
-		for slot := s.Start; slot <= s.End; slot++ {
-			owner[slot] = s.Nodes[0].Addr
-		}
-	}
-	out := map[string][]int{}
-	for i := 0; i < n; i++ {
-		addr := owner[keySlot(fmt.Sprintf("%s-%d", prefix, i))]
-		if addr == "" {
-			t.Fatalf("no owner for key %s-%d", prefix, i)
-		}
-		out[addr] = append(out[addr], i)
-	}
-	return out
 }
 
 // formKept forms six servers (cluster-node-timeout 1 s) and writes reformKeys keys.
