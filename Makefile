@@ -10,10 +10,14 @@ export GOBIN := $(BIN)
 
 CONTROLLER_GEN_VERSION ?= v0.21.0
 CUE_VERSION ?= v0.17.1
+HELM_VERSION ?= v3.22.0
 IMG ?= redis-cluster-operator:dev
+CHART := charts/redis-cluster-operator
+INSTALLER ?= dist/install.yaml
 
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 CUE := $(BIN)/cue-$(CUE_VERSION)
+HELM := $(BIN)/helm-$(HELM_VERSION)
 
 .PHONY: help
 help: ## Show the targets
@@ -30,8 +34,14 @@ $(CUE):
 	mv $(BIN)/cue $@
 	ln -sf $(notdir $@) $(BIN)/cue
 
+# The helm CLI, for the chart's tests and for installing it (bin/helm).
+$(HELM):
+	go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	mv $(BIN)/helm $@
+	ln -sf $(notdir $@) $(BIN)/helm
+
 .PHONY: tools
-tools: $(CONTROLLER_GEN) $(CUE) devcluster-bins redis-server ## Install every pinned tool
+tools: $(CONTROLLER_GEN) $(CUE) $(HELM) devcluster-bins redis-server ## Install every pinned tool
 
 .PHONY: devcluster-bins
 devcluster-bins: ## Build kube-apiserver, kube-controller-manager, kubectl and etcd from Go modules
@@ -44,8 +54,13 @@ redis-server: ## Install redis-server and redis-cli (Debian packages) when missi
 ##@ Code generation
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate the CRD and RBAC from the markers
+manifests: $(CONTROLLER_GEN) ## Generate the CRD and RBAC from the markers, and copy them into the Helm chart
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	@# The chart cannot read files outside itself: it gets copies, so config/ stays the one source.
+	rm -f $(CHART)/crds/*.yaml
+	cp config/crd/bases/*.yaml $(CHART)/crds/
+	cp config/rbac/role.yaml $(CHART)/files/manager-role.yaml
+	cp config/rbac/leader_election_role.yaml $(CHART)/files/leader-election-role.yaml
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate deepcopy functions
@@ -53,8 +68,8 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy functions
 
 .PHONY: verify-generated
 verify-generated: manifests generate ## Fail when generated files are not current
-	@if [ -n "$$(git status --porcelain -- config/crd config/rbac api)" ]; then \
-		git status --short -- config/crd config/rbac api; git diff --stat -- config/crd config/rbac api; \
+	@if [ -n "$$(git status --porcelain -- config/crd config/rbac api $(CHART)/crds $(CHART)/files)" ]; then \
+		git status --short -- config/crd config/rbac api $(CHART)/crds $(CHART)/files; git diff --stat -- config/crd config/rbac api $(CHART)/crds $(CHART)/files; \
 		echo "Generated files are stale or new: run 'make manifests generate' and commit"; exit 1; fi
 
 ##@ Build and run
@@ -89,23 +104,39 @@ test: ## Run every test: unit, envtest and end to end on the local Kubernetes
 bench: ## Run the benchmarks: render, and bootstrap and the whole operator beside redis-cli
 	hack/bench.sh
 
-##@ Deployment
+##@ Deployment (docs/install.md)
 
 .PHONY: install
 install: manifests ## Install the CRD into the current cluster
 	kubectl apply --server-side -k config/crd
 
-.PHONY: uninstall
-uninstall: ## Remove the CRD
-	kubectl delete --ignore-not-found -k config/crd
-
 .PHONY: deploy
 deploy: manifests ## Deploy the operator (CRD, RBAC, Deployment) with image IMG
 	kubectl kustomize config/default | sed 's#image: controller:latest#image: $(IMG)#' | kubectl apply --server-side -f -
 
+.PHONY: build-installer
+# No manifests step: it installs what is committed (verify-generated keeps that current).
+build-installer: ## Write INSTALLER (dist/install.yaml): CRD, RBAC and Deployment with image IMG, in one file
+	mkdir -p $(dir $(INSTALLER))
+	kubectl kustomize config/default | sed 's#image: controller:latest#image: $(IMG)#' >$(INSTALLER)
+	@echo "wrote $(INSTALLER) (image $(IMG)); install with: kubectl apply --server-side -f $(INSTALLER)"
+
 .PHONY: undeploy
-undeploy: ## Remove the operator
-	kubectl delete --ignore-not-found -k config/default
+undeploy: ## Remove the operator only: the CRD and every RedisCluster stay (and keep serving)
+	kubectl delete --ignore-not-found -k config/operator
+
+.PHONY: uninstall-crd
+uninstall-crd: ## Remove the CRD, which DELETES EVERY RedisCluster and its pods: refused while any exists, unless CONFIRM=yes
+	@n=$$(kubectl get redisclusters.redis.middleware.hc.cn -A --no-headers 2>/dev/null | wc -l); \
+	if [ "$$n" -gt 0 ]; then \
+		echo "WARNING: deleting the CRD deletes these $$n RedisClusters, their StatefulSets and Redis pods:"; \
+		kubectl get redisclusters.redis.middleware.hc.cn -A; \
+		if [ "$${CONFIRM:-}" != yes ]; then echo "Refused. Delete them first, or run: make uninstall-crd CONFIRM=yes"; exit 1; fi; \
+	fi
+	kubectl delete --ignore-not-found -k config/crd
+
+.PHONY: uninstall
+uninstall: uninstall-crd ## Same as uninstall-crd
 
 .PHONY: docker-build
 docker-build: ## Build the operator image IMG (needs a Docker engine; the project's machines have none)
