@@ -389,6 +389,13 @@ func TestInstallerIsKustomizeOutput(t *testing.T) {
 			t.Errorf("the installer lacks %s", k)
 		}
 	}
+	// The documented way to remove the operator alone from an installer-made install.
+	for k, o := range got {
+		labelled := o.GetLabels()["app.kubernetes.io/name"] == "redis-cluster-operator"
+		if isCRD := o.GetKind() == "CustomResourceDefinition"; labelled == isCRD {
+			t.Errorf("%s: label app.kubernetes.io/name=redis-cluster-operator present=%v: only the CRD must lack it", k, labelled)
+		}
+	}
 	if bytes.Contains(data, []byte("controller:latest")) {
 		t.Error("the installer still names the placeholder image controller:latest")
 	}
