@@ -35,6 +35,12 @@ func (s *Stack) StartOperator(args ...string) (*Operator, error) {
 	if out, err := build.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("failed to build the operator: %w: %s", err, out)
 	}
+	return s.StartOperatorBinary(bin, args...)
+}
+
+// StartOperatorBinary runs an operator binary built elsewhere (another commit's, for the
+// operator-upgrade test) with --kubeconfig and args.
+func (s *Stack) StartOperatorBinary(bin string, args ...string) (*Operator, error) {
 	if err := os.MkdirAll(filepath.Join(s.StateDir, "logs"), 0o755); err != nil {
 		return nil, fmt.Errorf("failed to create log dir: %w", err)
 	}

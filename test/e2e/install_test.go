@@ -1,0 +1,158 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/hc-middleware/redis-cluster-operator/test/e2e/framework"
+)
+
+// The install paths (the Helm chart, the one-file installer, make deploy/undeploy) against
+// the devcluster's API server. The operator's pod itself never runs here (the node agent
+// runs only redis-server); the binary's own behaviour is the rest of the suite.
+
+const (
+	chartPath = "charts/redis-cluster-operator"
+	crdName   = "crd/redisclusters.redis.middleware.hc.cn"
+)
+
+// tool runs bin/NAME (helm, make's kubectl) against the devcluster from the repository root.
+func tool(t *testing.T, stdin string, name string, args ...string) (string, error) {
+	t.Helper()
+	bin := name
+	if name != "make" {
+		bin = filepath.Join(framework.RepoRoot(), "bin", name)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = framework.RepoRoot()
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+stack.Kubeconfig)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func mustTool(t *testing.T, stdin string, name string, args ...string) string {
+	t.Helper()
+	out, err := tool(t, stdin, name, args...)
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// TestChartServerSideDryRun renders the chart with its main value combinations and has the
+// API server validate every object (server-side apply, dry run): schemas, RBAC rules that
+// the API server accepts, names, namespaces.
+func TestChartServerSideDryRun(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// Dry runs create nothing, so the namespaces they write into must exist.
+	for _, ns := range []string{"e2e-chart-system", "e2e-team-a", "e2e-team-b"} {
+		cleanup, err := stack.CreateNamespace(ctx, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cleanup)
+	}
+	combos := map[string][]string{
+		"defaults":                {},
+		"namespaced RBAC, two ns": {"--set", "rbac.scope=namespaced", "--set", "watchNamespaces={e2e-team-a,e2e-team-b}"},
+		"leader election, 2 pods": {"--set", "leaderElection.enabled=true", "--set", "replicaCount=2"},
+	}
+	for name, set := range combos {
+		t.Run(name, func(t *testing.T) {
+			manifests := mustTool(t, "", "helm", append([]string{"template", "rco", chartPath, "-n", "e2e-chart-system", "--include-crds"}, set...)...)
+			out := mustTool(t, manifests, "kubectl", "apply", "--server-side", "--dry-run=server", "--field-manager=e2e-dry-run", "--force-conflicts", "-f", "-")
+			t.Logf("%s", out)
+			g := NewWithT(t)
+			g.Expect(out).To(ContainSubstring("deployment.apps/rco-redis-cluster-operator serverside-applied (server dry run)"))
+			g.Expect(out).To(ContainSubstring("customresourcedefinition.apiextensions.k8s.io/redisclusters.redis.middleware.hc.cn serverside-applied (server dry run)"))
+			if name == "namespaced RBAC, two ns" {
+				g.Expect(out).To(ContainSubstring("role.rbac.authorization.k8s.io/rco-redis-cluster-operator-manager serverside-applied (server dry run)"))
+				g.Expect(out).NotTo(ContainSubstring("clusterrole.rbac"))
+			}
+		})
+	}
+}
+
+// TestUninstallKeepsTheCRDAndClusters installs the operator both ways (the one-file
+// installer, then the Helm chart), removes it both ways (make undeploy, helm uninstall), and
+// checks that the CRD and a RedisCluster outlive both, and that make uninstall-crd refuses
+// to delete the CRD while a RedisCluster exists.
+func TestUninstallKeepsTheCRDAndClusters(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	g := NewWithT(t)
+	operator(t) // installs the CRD
+	const ns, helmNS = "e2e-uninstall", "e2e-helm-operator"
+	for _, n := range []string{ns, helmNS} {
+		cleanup, err := stack.CreateNamespace(ctx, n)
+		g.Expect(err).NotTo(HaveOccurred())
+		t.Cleanup(cleanup)
+	}
+	// Paused: the operator leaves it alone, so it stands for any cluster without costing pods.
+	applyCluster(ctx, t, demoSample, ns, func(u *unstructured.Unstructured) {
+		g.Expect(unstructured.SetNestedField(u.Object, true, "spec", "pause")).To(Succeed())
+		unstructured.RemoveNestedField(u.Object, "spec", "finalizers")
+	})
+	stillThere := func(after string) {
+		t.Helper()
+		_, err := stack.Kubectl("get", crdName)
+		g.Expect(err).NotTo(HaveOccurred(), "the CRD is gone after "+after)
+		_, err = stack.Kubectl("get", "rec", "-n", ns, "demo")
+		g.Expect(err).NotTo(HaveOccurred(), "the RedisCluster is gone after "+after)
+	}
+
+	// The one-file installer, then make undeploy.
+	installer := filepath.Join(t.TempDir(), "install.yaml")
+	mustTool(t, "", "make", "--no-print-directory", "build-installer", "IMG=redis-cluster-operator:e2e", "INSTALLER="+installer)
+	t.Cleanup(func() { _, _ = stack.Kubectl("delete", "--ignore-not-found", "--wait=false", "-k", "config/operator") })
+	// Removed twice: by the installer's label (no clone needed), then by make undeploy.
+	for _, remove := range [][]string{
+		{"kubectl", "delete", "-f", installer, "-l", "app.kubernetes.io/name=redis-cluster-operator"},
+		{"make", "--no-print-directory", "undeploy"},
+	} {
+		t.Log(mustTool(t, "", "kubectl", "apply", "--server-side", "--force-conflicts", "-f", installer))
+		_, err := stack.Kubectl("get", "-n", "redis-operator-system", "deploy/redis-operator-controller-manager", "clusterrole/redis-operator-manager-role")
+		g.Expect(err).NotTo(HaveOccurred())
+		how := strings.Join(remove, " ")
+		t.Log(mustTool(t, "", remove[0], remove[1:]...))
+		_, err = stack.Kubectl("get", "clusterrole/redis-operator-manager-role")
+		g.Expect(err).To(HaveOccurred(), how+" left the operator's ClusterRole")
+		_, err = stack.Kubectl("get", "namespace/redis-operator-system")
+		g.Expect(err).To(HaveOccurred(), how+" left the operator's namespace")
+		stillThere(how)
+	}
+
+	out, err := tool(t, "", "make", "--no-print-directory", "uninstall-crd")
+	t.Log(out)
+	g.Expect(err).To(HaveOccurred(), "make uninstall-crd deleted the CRD while a RedisCluster exists")
+	g.Expect(out).To(ContainSubstring("Refused"))
+	g.Expect(out).To(ContainSubstring(ns))
+	stillThere("make uninstall-crd without CONFIRM=yes")
+
+	// The Helm chart, watching the cluster's namespace only, then helm uninstall.
+	t.Log(mustTool(t, "", "helm", "install", "rco", chartPath, "-n", helmNS,
+		"--set", "rbac.scope=namespaced", "--set", "watchNamespaces={"+ns+"}"))
+	t.Cleanup(func() { _, _ = tool(t, "", "helm", "uninstall", "rco", "-n", helmNS) })
+	_, err = stack.Kubectl("get", "-n", ns, "role/rco-redis-cluster-operator-manager", "rolebinding/rco-redis-cluster-operator-manager")
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = stack.Kubectl("get", "-n", helmNS, "deploy/rco-redis-cluster-operator")
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Log(mustTool(t, "", "helm", "uninstall", "rco", "-n", helmNS, "--wait"))
+	_, err = stack.Kubectl("get", "-n", ns, "role/rco-redis-cluster-operator-manager")
+	g.Expect(err).To(HaveOccurred(), "helm uninstall left the operator's Role")
+	stillThere("helm uninstall")
+}

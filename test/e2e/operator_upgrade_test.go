@@ -1,0 +1,222 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/hc-middleware/redis-cluster-operator/test/e2e/framework"
+)
+
+// operatorSources are the paths the operator binary is built from (tests and test helpers
+// excluded): a commit that touches none of them builds the same operator.
+var operatorSources = []string{"main.go", "api", "controller", "fsm", "internal", "redis", "render", "templates", "go.mod", "go.sum",
+	":(exclude)*_test.go", ":(exclude)redis/redistest"}
+
+// upgradeFrom picks the revision of the "previous" operator: E2E_UPGRADE_FROM when set;
+// else HEAD when the working tree changes the operator; else the parent of the last commit
+// that changed it, so the two binaries always differ.
+func upgradeFrom(t *testing.T) (rev, why string) {
+	t.Helper()
+	if rev := os.Getenv("E2E_UPGRADE_FROM"); rev != "" {
+		return rev, "E2E_UPGRADE_FROM"
+	}
+	if out := git(t, append([]string{"status", "--porcelain", "--"}, operatorSources...)...); out != "" {
+		return "HEAD", "the working tree changes the operator"
+	}
+	last := git(t, append([]string{"log", "-1", "--format=%h", "HEAD", "--"}, operatorSources...)...)
+	return last + "^", "the operator before " + last + ", the last commit that changed it"
+}
+
+func git(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = framework.RepoRoot()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// buildOperatorAt builds the operator of rev from `git archive` (no checkout, so the
+// repository's worktree and index are left alone) into a temporary directory.
+func buildOperatorAt(t *testing.T, rev string) string {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	if err := os.Mkdir(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tar := filepath.Join(dir, "src.tar")
+	git(t, "archive", "--format=tar", "-o", tar, rev)
+	for _, c := range []*exec.Cmd{
+		exec.Command("tar", "-xf", tar, "-C", src),
+		exec.Command("go", "build", "-o", filepath.Join(dir, "manager"), "."),
+	} {
+		c.Dir = src
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Fatalf("building the operator of %s: %s: %v: %s", rev, c, err, out)
+		}
+	}
+	return filepath.Join(dir, "manager")
+}
+
+// TestOperatorUpgradeWritesNothing replaces a running operator binary by this tree's with a
+// formed cluster serving writes: the new operator reconciles it several times and changes
+// nothing, neither an API object (resourceVersions) nor Redis (write commands in INFO
+// commandstats), nor restarts a pod, and every acknowledged write is read back.
+func TestOperatorUpgradeWritesNothing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	g := NewWithT(t)
+	const ns, name = "e2e-operator-upgrade", "demo"
+
+	rev, why := upgradeFrom(t)
+	start := time.Now()
+	oldBin := buildOperatorAt(t, rev)
+	t.Logf("old operator: %s (%s), built in %v", rev, why, time.Since(start).Round(time.Second))
+
+	// operator() installs the CRD and builds this tree's bin/manager; its operator watches
+	// every namespace, so it stops while this test runs (the next test that needs it
+	// restarts it).
+	operator(t)
+	stopOperator()
+	newBin := filepath.Join(framework.RepoRoot(), "bin", "manager")
+	flags := func(extra ...string) []string {
+		return append([]string{"--namespaces=" + ns, "--health-probe-bind-address=127.0.0.1:0",
+			"--leader-elect", "--leader-election-namespace=default", "--leader-election-id=e2e-operator-upgrade",
+			"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s"}, extra...)
+	}
+	oldOp, err := stack.StartOperatorBinary(oldBin, flags("--metrics-bind-address=0")...)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = oldOp.Stop() })
+	t.Logf("old operator log: %s", oldOp.Logs)
+
+	cleanup, err := stack.CreateNamespace(ctx, ns)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(cleanup)
+	// No foreground finalizer: the namespace goes at the end whichever operator runs then.
+	applyCluster(ctx, t, demoSample, ns, func(u *unstructured.Unstructured) {
+		unstructured.RemoveNestedField(u.Object, "spec", "finalizers")
+	})
+	g.Expect(stack.WaitForPhase(ctx, ns, name, "Running", formTime)).To(Succeed())
+	eventuallyFormed(ctx, t, ns, name)
+
+	r := stack.RouterFor(ns, name, "")
+	defer r.Close()
+	w, err := r.StartWriter(ctx, "opupgrade")
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() {
+		if w != nil {
+			w.Stop()
+		}
+	}()
+
+	// The old operator has settled: two snapshots 3 s apart agree.
+	var before state
+	var beforePods map[string]string
+	g.Eventually(func() bool {
+		a := snapshot(ctx, t, ns, name)
+		time.Sleep(3 * time.Second)
+		before, beforePods = snapshot(ctx, t, ns, name), podRuns(ctx, t, ns, name)
+		return reflect.DeepEqual(a, before)
+	}, time.Minute, 0).Should(BeTrue(), "the old operator kept writing to a Running cluster")
+
+	g.Expect(oldOp.Stop()).To(Succeed())
+	const metricsAddr = "127.0.0.1:18089"
+	newOp, err := stack.StartOperatorBinary(newBin, flags("--metrics-bind-address="+metricsAddr, "--sync-period=2s")...)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = newOp.Stop() })
+	t.Logf("new operator log: %s", newOp.Logs)
+	swapped := time.Now()
+
+	// The initial list, then a resync every 2 s: wait for several reconciles that got
+	// through (a Running cluster's ends with a requeue_after, the next routine look).
+	var reconciles map[string]int
+	g.Eventually(func() int {
+		reconciles = reconcileCounts(metricsAddr)
+		return reconciles["success"] + reconciles["requeue"] + reconciles["requeue_after"]
+	}, 2*time.Minute, 500*time.Millisecond).Should(BeNumerically(">=", 10), "the new operator did not reconcile")
+	// And a few resyncs, not only the start's burst.
+	time.Sleep(max(0, 8*time.Second-time.Since(swapped)))
+	reconciles = reconcileCounts(metricsAddr)
+	after, afterPods := snapshot(ctx, t, ns, name), podRuns(ctx, t, ns, name)
+	t.Logf("the new operator reconciled %v in %v", reconciles, time.Since(swapped).Round(time.Millisecond))
+
+	rep, acked := w.Stop(), w.Acked()
+	w = nil
+	lost, err := r.Missing(ctx, acked)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Logf("writer: %s; %d acknowledged keys read back, %d lost", rep, len(acked), len(lost))
+
+	g.Expect(reconciles["error"]).To(BeZero(), "reconciles that failed")
+	g.Expect(after.cluster).To(Equal(before.cluster), "the RedisCluster (its status) was rewritten")
+	g.Expect(after.objects).To(Equal(before.objects), "a rendered object was re-applied")
+	g.Expect(after.redisWrites).To(Equal(before.redisWrites), "a Redis write command was sent")
+	g.Expect(afterPods).To(Equal(beforePods), "a pod was replaced or restarted")
+	g.Expect(rep.Acked).To(BeNumerically(">", 0), "the writer wrote nothing")
+	g.Expect(lost).To(BeEmpty(), "acknowledged writes lost")
+}
+
+// podRuns is "uid restarts" per pod of the cluster: a replaced or restarted pod changes it.
+func podRuns(ctx context.Context, t *testing.T, ns, name string) map[string]string {
+	t.Helper()
+	pods, err := stack.Pods(ctx, ns, selectorOf(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := map[string]string{}
+	for _, p := range pods {
+		restarts := int32(0)
+		for _, c := range p.Status.ContainerStatuses {
+			restarts += c.RestartCount
+		}
+		runs[p.Name] = fmt.Sprintf("%s %d", p.UID, restarts)
+	}
+	return runs
+}
+
+// reconcileCounts reads controller-runtime's controller_runtime_reconcile_total of the
+// RedisCluster controller from the operator's metrics, by result; nil until it answers.
+func reconcileCounts(addr string) map[string]int {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	counts := map[string]int{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "controller_runtime_reconcile_total{") || !strings.Contains(line, `controller="rediscluster"`) {
+			continue
+		}
+		i := strings.Index(line, `result="`)
+		j := strings.LastIndex(line, " ")
+		if i < 0 || j < 0 {
+			continue
+		}
+		result := line[i+len(`result="`):]
+		result = result[:strings.Index(result, `"`)]
+		n, err := strconv.ParseFloat(line[j+1:], 64)
+		if err == nil {
+			counts[result] = int(n)
+		}
+	}
+	return counts
+}
