@@ -129,7 +129,7 @@ undeploy: ## Remove the operator only: the CRD and every RedisCluster stay (and 
 uninstall-crd: ## Remove the CRD, which DELETES EVERY RedisCluster and its pods: refused while any exists, unless CONFIRM=yes
 	@n=$$(kubectl get redisclusters.redis.middleware.hc.cn -A --no-headers 2>/dev/null | wc -l); \
 	if [ "$$n" -gt 0 ]; then \
-		echo "WARNING: deleting the CRD deletes these $$n RedisClusters, their StatefulSets and Redis pods:"; \
+		echo "WARNING: deleting the CRD deletes every RedisCluster below ($$n), with its StatefulSet and Redis pods:"; \
 		kubectl get redisclusters.redis.middleware.hc.cn -A; \
 		if [ "$${CONFIRM:-}" != yes ]; then echo "Refused. Delete them first, or run: make uninstall-crd CONFIRM=yes"; exit 1; fi; \
 	fi
