@@ -13,6 +13,8 @@ import (
 
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/hc-middleware/redis-cluster-operator/test/e2e/framework"
 )
@@ -155,4 +157,80 @@ func TestUninstallKeepsTheCRDAndClusters(t *testing.T) {
 	_, err = stack.Kubectl("get", "-n", ns, "role/rco-redis-cluster-operator-manager")
 	g.Expect(err).To(HaveOccurred(), "helm uninstall left the operator's Role")
 	stillThere("helm uninstall")
+}
+
+// TestChartNamespacedRBACIsEnough installs the chart with rbac.scope=namespaced for one
+// namespace and runs the operator as the chart's ServiceAccount (its token, not the admin's):
+// it must form a cluster there with nothing but the Role the chart grants, and be refused
+// everywhere else.
+func TestChartNamespacedRBACIsEnough(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	g := NewWithT(t)
+	const ns, opNS, name = "e2e-rbac-watched", "e2e-rbac-operator", "demo"
+	const sa = "rco-redis-cluster-operator"
+	// operator() installs the CRD and builds bin/manager; its own operator watches every
+	// namespace with the admin's rights, so it stops while this test runs.
+	operator(t)
+	stopOperator()
+	for _, n := range []string{ns, opNS} {
+		cleanup, err := stack.CreateNamespace(ctx, n)
+		g.Expect(err).NotTo(HaveOccurred())
+		t.Cleanup(cleanup)
+	}
+	mustTool(t, "", "helm", "install", "rco", chartPath, "-n", opNS,
+		"--set", "rbac.scope=namespaced", "--set", "watchNamespaces={"+ns+"}")
+	t.Cleanup(func() { _, _ = tool(t, "", "helm", "uninstall", "rco", "-n", opNS) })
+
+	as := "--as=system:serviceaccount:" + opNS + ":" + sa
+	for _, q := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"create", "statefulsets", "-n", ns}, "yes"},
+		{[]string{"list", "pods", "-n", ns}, "yes"},
+		{[]string{"create", "leases", "-n", opNS}, "yes"},
+		{[]string{"list", "pods", "-n", "default"}, "no"},
+		{[]string{"list", "redisclusters.redis.middleware.hc.cn", "-A"}, "no"},
+		{[]string{"get", "secrets", "-n", "kube-system"}, "no"},
+	} {
+		out, _ := stack.Kubectl(append(append([]string{"auth", "can-i"}, q.args...), as)...)
+		g.Expect(strings.TrimSpace(out)).To(HavePrefix(q.want), "can-i %v", q.args)
+	}
+
+	token := strings.TrimSpace(mustTool(t, "", "kubectl", "create", "token", sa, "-n", opNS, "--duration=1h"))
+	kubeconfig := saKubeconfig(t, token)
+	op, err := stack.StartOperatorAs(kubeconfig, filepath.Join(framework.RepoRoot(), "bin", "manager"),
+		"--namespaces="+ns, "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0",
+		"--leader-elect", "--leader-election-namespace="+opNS, "--leader-elect-lease-duration=4s",
+		"--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s")
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = op.Stop() })
+	t.Logf("operator (as %s) log: %s", sa, op.Logs)
+
+	applyCluster(ctx, t, demoSample, ns, func(u *unstructured.Unstructured) {
+		unstructured.RemoveNestedField(u.Object, "spec", "finalizers")
+	})
+	g.Expect(stack.WaitForPhase(ctx, ns, name, "Running", formTime)).To(Succeed())
+	eventuallyFormed(ctx, t, ns, name)
+	logs, err := os.ReadFile(op.Logs)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(logs)).NotTo(ContainSubstring("forbidden"), "the operator was refused something the chart's Role should grant")
+}
+
+// saKubeconfig writes a kubeconfig for the devcluster that authenticates with token.
+func saKubeconfig(t *testing.T, token string) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(stack.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctxName := cfg.CurrentContext
+	user := cfg.Contexts[ctxName].AuthInfo
+	cfg.AuthInfos = map[string]*clientcmdapi.AuthInfo{user: {Token: token}}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -41,11 +41,17 @@ func (s *Stack) StartOperator(args ...string) (*Operator, error) {
 // StartOperatorBinary runs an operator binary built elsewhere (another commit's, for the
 // operator-upgrade test) with --kubeconfig and args.
 func (s *Stack) StartOperatorBinary(bin string, args ...string) (*Operator, error) {
+	return s.StartOperatorAs(s.Kubeconfig, bin, args...)
+}
+
+// StartOperatorAs runs an operator binary with another kubeconfig than the admin's (a
+// ServiceAccount's, to prove its RBAC is enough).
+func (s *Stack) StartOperatorAs(kubeconfig, bin string, args ...string) (*Operator, error) {
 	if err := os.MkdirAll(filepath.Join(s.StateDir, "logs"), 0o755); err != nil {
 		return nil, fmt.Errorf("failed to create log dir: %w", err)
 	}
 	o := &Operator{Logs: filepath.Join(s.StateDir, "logs", fmt.Sprintf("operator-e2e-%d.log", time.Now().UnixNano())),
-		bin: bin, args: args, kube: s.Kubeconfig}
+		bin: bin, args: args, kube: kubeconfig}
 	return o, o.start()
 }
 
