@@ -88,7 +88,9 @@ func (r *Reconciler) reconcileScale(ctx context.Context, s *scope) (ctrl.Result,
 		req.Keep = need
 	}
 	f := r.redis.factory(client.ObjectKeyFromObject(rc), s.password)
-	sctx, cancel := context.WithTimeout(ctx, scaleBudget+healBudget)
+	// Room for one big key's MIGRATE (redis.BigKeyBudget): a step that cannot wait for it
+	// would leave the key's slot open for ever. Steps without one end as soon as before.
+	sctx, cancel := context.WithTimeout(ctx, scaleBudget+healBudget+redis.BigKeyBudget)
 	defer cancel()
 	p, err := redis.Scale(sctx, f, members, req)
 	r.recordActions(s, p.Actions)

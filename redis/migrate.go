@@ -340,7 +340,12 @@ func (km *keyMover) drain(ctx context.Context, pipeline int) (int, error) {
 		if err != nil || len(keys) == 0 {
 			return moved, err
 		}
-		n, err := km.move(ctx, keys)
+		n, err := km.moveBig(ctx, &keys)
+		moved += n
+		if err != nil {
+			return moved, err
+		}
+		n, err = km.move(ctx, keys)
 		moved += n
 		if err != nil {
 			return moved, err

@@ -1,0 +1,185 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/go-redis/redis/v8"
+
+	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
+)
+
+// bigMembers is the size of the big key: a sorted set whose DUMP is tens of MB, so its
+// RESTORE on the target takes longer than MIGRATE's default timeout.
+const bigMembers = 2_000_000
+
+// zaddBig writes a sorted set of n members to key on the node at addr, in pipelined
+// batches of ZADD, as a client loading it would.
+func zaddBig(ctx context.Context, t *testing.T, addr, key string, n int) {
+	t.Helper()
+	c := goredis.NewClient(&goredis.Options{Addr: addr, ReadTimeout: 30 * time.Second})
+	defer c.Close()
+	const perZadd, perPipe = 1000, 50
+	for i := 0; i < n; {
+		p := c.Pipeline()
+		for j := 0; j < perPipe && i < n; j++ {
+			zs := make([]*goredis.Z, 0, perZadd)
+			for k := 0; k < perZadd && i < n; k, i = k+1, i+1 {
+				zs = append(zs, &goredis.Z{Score: float64(i), Member: fmt.Sprintf("member:%07d", i)})
+			}
+			p.ZAdd(ctx, key, zs...)
+		}
+		if _, err := p.Exec(ctx); err != nil {
+			t.Fatalf("loading %s: %v", key, err)
+		}
+	}
+}
+
+// pingGaps pings addr every 10 ms until stop is closed and returns the longest time the
+// node did not answer: how long a MIGRATE blocked it.
+func pingGaps(addr string, stop <-chan struct{}) func() time.Duration {
+	var mu sync.Mutex
+	var longest time.Duration
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c := goredis.NewClient(&goredis.Options{Addr: addr, ReadTimeout: time.Minute})
+		defer c.Close()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			start := time.Now()
+			_ = c.Ping(context.Background()).Err()
+			mu.Lock()
+			longest = max(longest, time.Since(start))
+			mu.Unlock()
+		}
+	}()
+	return func() time.Duration {
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return longest
+	}
+}
+
+// A slot holding a 2,000,000-member sorted set (and small keys) moves with the default
+// MIGRATE timeout: the batch holding the big key times out, is split down to the key, and
+// the key alone is sent again with a timeout sized by its MEMORY USAGE instead of being
+// reported stuck. Redis blocks the source (DUMP) and the target (RESTORE) while it moves:
+// the test measures that gap and the nodes are never flagged failing for it.
+func TestMigrateMovesABigKey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads a 2M-member sorted set")
+	}
+	servers := redistest.Start(t, 3, redistest.Config{NodeTimeout: NodeTimeout})
+	members := membersOf(servers)
+	counter := NewCommandCounter()
+	f := newFactory(t, Options{Hooks: []goredis.Hook{counter}})
+	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members, 3, 0); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxFor(t, 3*time.Minute)
+	st, _ := Observe(ctx, f, members)
+	slot := st.Members[0].Self().Slots[0].Start + 11
+	tag := tagFor(slot)
+	big := fmt.Sprintf("{%s}:big", tag)
+	start := time.Now()
+	zaddBig(ctx, t, members[0].Addr, big, bigMembers)
+	small := slotKeyNames(tag, 100)
+	putKeys(t, f, members, small)
+	sizes, err := f.For(members[0].Addr).(*admin).MemoryUsages(ctx, []string{big})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("loaded %s (%d members, MEMORY USAGE %d MB) in %v", big, bigMembers, sizes[0]>>20, time.Since(start).Round(time.Millisecond))
+
+	src := MasterAddr{ID: st.Members[0].ID(), Addr: members[0].Addr}
+	dst := MasterAddr{ID: st.Members[1].ID(), Addr: members[1].Addr}
+	stop := make(chan struct{})
+	srcGap, dstGap := pingGaps(src.Addr, stop), pingGaps(dst.Addr, stop)
+	// The controller's budget for a scale step that may move a big key.
+	step, cancel := context.WithTimeout(ctx, 12*time.Second+BigKeyBudget)
+	defer cancel()
+	counter.Reset()
+	start = time.Now()
+	moved, err := MigrateSlotWith(step, f, slot, src, dst, []string{members[2].Addr}, MoveOptions{Pipeline: 10})
+	took := time.Since(start)
+	time.Sleep(50 * time.Millisecond)
+	close(stop)
+	sg, dg := srcGap(), dstGap()
+	t.Logf("moved %d keys in %v with %d MIGRATE calls; longest block: source %v, target %v",
+		moved, took.Round(time.Millisecond), counter.Count("migrate"), sg.Round(time.Millisecond), dg.Round(time.Millisecond))
+	var stuck *StuckKeyError
+	if errors.As(err, &stuck) {
+		t.Fatalf("the big key was reported stuck: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if moved != 101 {
+		t.Errorf("moved %d keys, want 101", moved)
+	}
+	if n := countOn(t, f, src.Addr, slot); n != 0 {
+		t.Errorf("the source still holds %d keys of the slot", n)
+	}
+	d := goredis.NewClient(&goredis.Options{Addr: dst.Addr})
+	defer d.Close()
+	if n, err := d.ZCard(ctx, big).Result(); err != nil || n != bigMembers {
+		t.Errorf("ZCARD on the target: %d, %v; want %d", n, err, bigMembers)
+	}
+	if sc, err := d.ZScore(ctx, big, fmt.Sprintf("member:%07d", bigMembers-1)).Result(); err != nil || sc != bigMembers-1 {
+		t.Errorf("last member's score on the target: %v, %v", sc, err)
+	}
+	if n := lostKeys(t, f, members, small); n > 0 {
+		t.Errorf("%d of 100 small keys of the slot lost", n)
+	}
+	after, _ := Observe(ctx, f, members)
+	for i := range after.Members {
+		for _, n := range after.Members[i].Nodes {
+			if n.Fail || n.PFail {
+				t.Errorf("%s sees %s failing after the move", members[i].Addr, n.Addr())
+			}
+		}
+	}
+	if !after.NoOpenSlots() {
+		t.Errorf("a marker is left open")
+	}
+}
+
+// A key that does not move even with the timeout its size calls for is still stuck: a
+// target paused for longer than any sized timeout is reported, not waited for.
+func TestMigrateBigKeyStillStuckWhenTargetStalls(t *testing.T) {
+	servers := redistest.Start(t, 3, healCfg)
+	members := membersOf(servers)
+	f := newFactory(t, Options{})
+	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members, 3, 0); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxFor(t, time.Minute)
+	st, _ := Observe(ctx, f, members)
+	slot := st.Members[0].Self().Slots[0].Start + 5
+	key := fmt.Sprintf("{%s}:z", tagFor(slot))
+	zaddBig(ctx, t, members[0].Addr, key, 20_000)
+	src := MasterAddr{ID: st.Members[0].ID(), Addr: members[0].Addr}
+	dst := MasterAddr{ID: st.Members[1].ID(), Addr: members[1].Addr}
+	pause := goredis.NewClient(&goredis.Options{Addr: dst.Addr})
+	defer pause.Close()
+	if err := pause.Do(ctx, "client", "pause", 3000, "write").Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := MigrateSlotWith(ctx, f, slot, src, dst, nil, MoveOptions{Pipeline: 10, Timeout: 100 * time.Millisecond})
+	var stuck *StuckKeyError
+	if !errors.As(err, &stuck) || stuck.Key != key {
+		t.Fatalf("want the key %s stuck, got %v", key, err)
+	}
+	t.Logf("%v", stuck)
+	_ = pause.Do(ctx, "client", "unpause").Err()
+}
