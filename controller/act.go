@@ -79,6 +79,9 @@ func (r *Reconciler) act(ctx context.Context, s *scope) (ctrl.Result, error) {
 			// the bootstrap finishes, and the cluster recovers to Running.
 			return r.reconcileBootstrap(ctx, s)
 		}
+		if res, done, err := r.rollBackFromFailed(ctx, s); done {
+			return res, err
+		}
 		if needsHealing(s) {
 			// Broken by lost slots, or a cause that healing removes (every pod back at a
 			// new address): heal what can be healed; lost slots stay lost.

@@ -268,7 +268,7 @@ func holdFormedStatefulSet(s *scope) {
 	if !formedOnce(&s.cluster.Status) || s.statefulSet == nil {
 		return
 	}
-	upgrading := fsm.Phase(s.cluster.Status.Phase) == fsm.Upgrading
+	upgrading := fsm.Phase(s.cluster.Status.Phase) == fsm.Upgrading || revertingFailed(s.cluster)
 	owned, err := extractOwned(s.statefulSet)
 	if err != nil {
 		return

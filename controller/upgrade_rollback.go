@@ -6,10 +6,13 @@ import (
 	"strconv"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
+	"github.com/hc-middleware/redis-cluster-operator/fsm"
 	"github.com/hc-middleware/redis-cluster-operator/redis"
 )
 
@@ -43,6 +46,13 @@ import (
 //
 // The rule leaves every other safeguard in place: pods that are Ready are only ever
 // restarted by the normal roll, once the cluster is whole and every replica caught up.
+//
+// A roll that stays stopped outlives --upgrade-timeout and the cluster goes Failed, which
+// starts no operation and holds the pod template. Setting the spec back must still work
+// then: once the spec changed since the failure, Failed applies the pod template too
+// (revertingFailed) and applies the rollback rule, with the same safeguards; once the
+// failing pod is back and the cluster healthy, Failed recovers to Running, which starts
+// Upgrading if pods are still on an older revision.
 
 const (
 	// crashLoopRestarts is how many restarts of a container mark a pod that is not Ready
@@ -191,4 +201,25 @@ func slotsHeldAt(st *redis.ClusterState, pod *corev1.Pod) redis.SlotRanges {
 		}
 	}
 	return out
+}
+
+// revertingFailed reports whether a formed cluster is Failed and its spec was changed
+// since the failure: the pod template is then applied (holdFormedStatefulSet), so a spec
+// set back after a failed upgrade reaches the StatefulSet and the rollback rule can
+// replace the pods that fail on the template that failed.
+func revertingFailed(rc *redisv1alpha1.RedisCluster) bool {
+	return fsm.Phase(rc.Status.Phase) == fsm.Failed && formedOnce(&rc.Status) && specChangedSinceFailure(rc)
+}
+
+// rollBackFromFailed applies the rollback rule in Failed once the spec was changed since
+// the failure; done as rollBackFailingPod's.
+func (r *Reconciler) rollBackFromFailed(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
+	if !revertingFailed(s.cluster) || s.cluster.Spec.PodTemplate().UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType {
+		return ctrl.Result{}, false, nil
+	}
+	rev, ok := updateRevision(s)
+	if !ok {
+		return ctrl.Result{}, false, nil
+	}
+	return r.rollBackFailingPod(ctx, s, rev)
 }
