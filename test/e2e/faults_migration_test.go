@@ -248,3 +248,58 @@ func TestFaultSourceFailoverWhileSlotOpen(t *testing.T) {
 	expectShape(ctx, t, f.ns, "demo", 8, 4, 4096)
 	f.finish("source's replica failed over while a slot is open (6->8)", 0, time.Since(start))
 }
+
+// CLUSTER FAILOVER on the replica of a slot's target while the slot is open on a
+// scale-out: the target is a new master, IMPORTING the slot; its replica takes over with
+// the keys moved so far and no marker (markers are not replicated), and the old target
+// turns replica, dropping its own. The move is finished from the source to the promoted
+// replica, with no key on a node that does not own its slot and no marker left.
+func TestFaultTargetFailoverWhileSlotOpen(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	f := startFault(ctx, t, "fault-dst-failover", nil)
+	start := time.Now()
+	if out, err := stack.Kubectl("-n", f.ns, "scale", "rec/demo", "--replicas=8"); err != nil {
+		t.Fatalf("kubectl scale: %v: %s", err, out)
+	}
+	var target redis.Node
+	NewWithT(t).Eventually(func() bool {
+		self, _ := nodesOf(ctx, t, f.ns)
+		for _, n := range self {
+			if n.Master && len(n.Importing) > 0 {
+				target = n
+				return true
+			}
+		}
+		return false
+	}, 3*time.Minute, 20*time.Millisecond).Should(BeTrue(), "a slot is open")
+	self, addrs := nodesOf(ctx, t, f.ns)
+	replica, targetPod := "", ""
+	for pod, n := range self {
+		if n.Replica && n.MasterID == target.ID {
+			replica = pod
+		}
+		if n.ID == target.ID {
+			targetPod = pod
+		}
+	}
+	if replica == "" {
+		t.Fatalf("the target %s (%s) has no replica", target.ID, targetPod)
+	}
+	c := goredis.NewClient(&goredis.Options{Addr: addrs[replica]})
+	err := c.Do(ctx, "cluster", "failover").Err()
+	c.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("CLUSTER FAILOVER on %s, replica of the target %s (%s, importing %v)", replica, targetPod, target.ID, target.Importing)
+	if err := stack.WaitForPhase(ctx, f.ns, "demo", "Running", 5*time.Minute); err != nil {
+		t.Fatalf("%v; reason: %s", err, getCluster(ctx, t, f.ns, "demo").Status.Reason)
+	}
+	expectShape(ctx, t, f.ns, "demo", 8, 4, 4096)
+	after, _ := nodesOf(ctx, t, f.ns)
+	if n := after[replica]; !n.Master || len(n.Slots) == 0 {
+		t.Errorf("%s, promoted from the target's replica, is not a master holding slots: %+v", replica, n)
+	}
+	f.finish("target's replica failed over while a slot is open (6->8)", 0, time.Since(start))
+}

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -118,4 +119,56 @@ func upgradeEvents(ctx context.Context, t *testing.T, ns, name string) (restarts
 		}
 	}
 	return restarts, stopped, replaced
+}
+
+// A reshard someone else started and abandoned (SETSLOT IMPORTING/MIGRATING by hand and
+// half of the slot's keys MIGRATEd), then at once an upgrade: a template change that rolls
+// every pod. The open slot keeps the cluster from being whole, which the roll waits for:
+// the slot must be finished first (as redis-cli --cluster fix does), then the roll goes
+// through; it must not wait for ever.
+func TestFaultForeignOpenSlotThenUpgrade(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	defer cancel()
+	f := startFault(ctx, t, "fault-foreign-upgrade", nil)
+	g := NewWithT(t)
+	kc := kubeClient(t)
+	ns, name := f.ns, "demo"
+	sts := &appsv1.StatefulSet{}
+	g.Expect(kc.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, sts)).To(Succeed())
+	oldRev := sts.Status.UpdateRevision
+	start := time.Now()
+	slot := openForeignSlot(ctx, t, ns)
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(framework.RedisClusterGVK)
+	u.SetNamespace(ns)
+	u.SetName(name)
+	patch := `[{"op":"replace","path":"/spec/pod/0/env/0/value","value":"96mb"}]`
+	g.Expect(kc.Patch(ctx, u, client.RawPatch(types.JSONPatchType, []byte(patch)))).To(Succeed())
+	g.Eventually(func() string { return string(getCluster(ctx, t, ns, name).Status.Phase) }, time.Minute, 100*time.Millisecond).
+		Should(Equal(string(redisv1alpha1.PhaseUpgrading)))
+	if err := stack.WaitForPhase(ctx, ns, name, "Running", 8*time.Minute); err != nil {
+		t.Fatalf("%v; reason: %s", err, getCluster(ctx, t, ns, name).Status.Reason)
+	}
+	took := backToRunning(ctx, t, ns, start, 2*time.Minute)
+	g.Expect(kc.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, sts)).To(Succeed())
+	newRev := sts.Status.UpdateRevision
+	g.Expect(newRev).NotTo(Equal(oldRev))
+	pods, err := stack.Pods(ctx, ns, selectorOf(name))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(pods).To(HaveLen(6))
+	for _, p := range pods {
+		g.Expect(p.Labels[appsv1.ControllerRevisionHashLabelKey]).To(Equal(newRev), "revision of %s", p.Name)
+	}
+	restarts, _, _ := upgradeEvents(ctx, t, ns, name)
+	evs, err := stack.Events(ctx, getCluster(ctx, t, ns, name))
+	g.Expect(err).NotTo(HaveOccurred())
+	var fixed []string
+	for _, e := range evs {
+		if strings.Contains(e.Message, fmt.Sprintf("Slot %d:", slot)) {
+			fixed = append(fixed, e.Message)
+		}
+	}
+	g.Expect(fixed).NotTo(BeEmpty(), "a FixSlot event for slot %d", slot)
+	t.Logf("slot %d: %v; %d pods restarted on the new template", slot, fixed, len(restarts))
+	f.finish(fmt.Sprintf("foreign open slot, then upgrade (all 6 pods rolled in %.1fs)", took.Seconds()), 0, took)
 }
