@@ -57,7 +57,13 @@ func (r *Reconciler) reconcileHeal(ctx context.Context, s *scope) (ctrl.Result, 
 	}
 	rc := s.cluster
 	f := r.redis.factory(client.ObjectKeyFromObject(rc), s.password)
-	hctx, cancel := context.WithTimeout(ctx, healBudget)
+	budget := healBudget
+	if s.redis != nil && !s.redis.NoOpenSlots() {
+		// The step finishes an open slot first (redis.FixOpenSlots): room for one big
+		// key's MIGRATE, or a slot holding one would be given up on at every step.
+		budget += redis.BigKeyBudget
+	}
+	hctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	if s.podsUp() < desired || len(s.members) < desired || s.redis == nil || !s.redis.AllReachable() {
 		// Pods are missing: nothing is re-pointed or forgotten on a partial view. Only a
