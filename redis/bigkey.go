@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	goredis "github.com/go-redis/redis/v8"
@@ -100,7 +101,12 @@ func (km *keyMover) moveBig(ctx context.Context, keys *[]string) (int, error) {
 		}
 		one := *km
 		one.timeout = t
+		restore := func() {}
+		if km.hold != nil {
+			restore = km.hold(ctx, callTimeout(t)+NodeTimeout)
+		}
 		n, err := one.move(ctx, []string{k})
+		restore()
 		moved += n
 		if err != nil {
 			return moved, err
@@ -108,4 +114,79 @@ func (km *keyMover) moveBig(ctx context.Context, keys *[]string) (int, error) {
 	}
 	*keys = rest
 	return moved, nil
+}
+
+// Holding failure detection. A big key's MIGRATE can block its source for longer than
+// cluster-node-timeout (12 s seen on a loaded 2-core machine). The other masters would
+// then flag the source failing and its replica would take over while the source is still
+// busy; the source, once free, first answers the writes its clients queued meanwhile and
+// only then hears it was replaced, so those acknowledged writes are lost with its data
+// when it turns replica. A block the operator chose is not a failure: for the length of
+// one big key's MIGRATE, every master's cluster-node-timeout (only masters' reports make
+// a node fail, and only a failed master is replaced) is raised to cover it, and set back
+// to what it was afterwards. Were the operator to die in between, the masters keep the
+// longer timeout until their pods restart: failures are detected later, nothing is lost.
+
+// nodeTimeoutSetter is what holding failure detection needs from a node.
+type nodeTimeoutSetter interface {
+	NodeTimeout(ctx context.Context) (time.Duration, error)
+	SetNodeTimeout(ctx context.Context, d time.Duration) error
+}
+
+// NodeTimeout reads cluster-node-timeout.
+func (a *admin) NodeTimeout(ctx context.Context) (time.Duration, error) {
+	v, err := a.c.ConfigGet(ctx, "cluster-node-timeout").Result()
+	if err != nil || len(v) != 2 {
+		return 0, fmt.Errorf("failed to read cluster-node-timeout on %s: %v %w", a.addr, v, err)
+	}
+	ms, err := strconv.ParseInt(fmt.Sprint(v[1]), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("failed to read cluster-node-timeout on %s: %w", a.addr, err)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// SetNodeTimeout sets cluster-node-timeout (CONFIG SET: not written to the config file).
+func (a *admin) SetNodeTimeout(ctx context.Context, d time.Duration) error {
+	if err := a.c.ConfigSet(ctx, "cluster-node-timeout", strconv.FormatInt(d.Milliseconds(), 10)).Err(); err != nil {
+		return fmt.Errorf("failed to set cluster-node-timeout on %s: %w", a.addr, err)
+	}
+	return nil
+}
+
+// holdDetection raises cluster-node-timeout to at least hold on the masters at addrs and
+// returns what sets each back. Best effort: a master that cannot be set keeps its own
+// timeout (the move goes on; it is only less protected).
+func holdDetection(ctx context.Context, f Factory, addrs []string, hold time.Duration) func() {
+	type kept struct {
+		n   nodeTimeoutSetter
+		old time.Duration
+	}
+	var set []kept
+	for _, addr := range addrs {
+		n, ok := f.For(addr).(nodeTimeoutSetter)
+		if addr == "" || !ok {
+			continue
+		}
+		old, err := n.NodeTimeout(ctx)
+		if err != nil || old >= hold {
+			continue
+		}
+		if n.SetNodeTimeout(ctx, hold) == nil {
+			set = append(set, kept{n, old})
+		}
+	}
+	return func() {
+		if len(set) == 0 {
+			return
+		}
+		// The caller's context may be spent: setting back gets its own. The pause lets
+		// the masters hear from the node that was busy before their timeout shrinks.
+		time.Sleep(time.Second)
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for _, k := range set {
+			_ = k.n.SetNodeTimeout(rctx, k.old)
+		}
+	}
 }

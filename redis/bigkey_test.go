@@ -70,21 +70,52 @@ func pingGaps(addr string, stop <-chan struct{}) func() time.Duration {
 	}
 }
 
+// watchFlags reads CLUSTER NODES on addr every 50 ms until stop is closed and returns the
+// lines it saw with a failure flag (fail or fail?).
+func watchFlags(addr string, stop <-chan struct{}) func() []string {
+	var seen []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c := goredis.NewClient(&goredis.Options{Addr: addr})
+		defer c.Close()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			nodes, err := ParseClusterNodes(c.ClusterNodes(context.Background()).Val())
+			if err != nil {
+				continue
+			}
+			for _, n := range nodes {
+				if n.Fail || n.PFail {
+					seen = append(seen, n.Addr()+" "+n.Role())
+				}
+			}
+		}
+	}()
+	return func() []string {
+		<-done
+		return seen
+	}
+}
+
 // A slot holding a 2,000,000-member sorted set (and small keys) moves with the default
 // MIGRATE timeout, in a step with the controller's budget: the big key's MIGRATE takes
 // longer than that timeout, so it is sized (MEMORY USAGE) and sent alone with a timeout its
 // size calls for, at once, instead of timing out in a batch, being split down to itself and
 // reported stuck. Redis blocks the source (DUMP) and the target (RESTORE) while it moves:
-// the test measures that block.
+// the test measures that block, and checks that no master was flagged failing for it
+// (failure detection is held while it moves) and that the node timeouts are set back.
 func TestMigrateMovesABigKey(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads a 2M-member sorted set")
 	}
-	// The node timeout is above any block this key causes, even on a loaded machine (12 s
-	// seen under -race): with the template's 5 s, a block longer than that gets the source
-	// or the target flagged failing, and with no replica here the slots would stay down
-	// until the flag is cleared. docs/migration.md says what that means in production.
-	servers := redistest.Start(t, 3, redistest.Config{NodeTimeout: 30 * time.Second})
+	// A node timeout of 1 s, far below the block of the key's MIGRATE (3 to 12 s seen):
+	// without failure detection held, the third master flags the source failing at once.
+	servers := redistest.Start(t, 3, healCfg)
 	members := membersOf(servers)
 	counter := NewCommandCounter()
 	f := newFactory(t, Options{Hooks: []goredis.Hook{counter}})
@@ -110,6 +141,7 @@ func TestMigrateMovesABigKey(t *testing.T) {
 	dst := MasterAddr{ID: st.Members[1].ID(), Addr: members[1].Addr}
 	stop := make(chan struct{})
 	srcGap, dstGap := pingGaps(src.Addr, stop), pingGaps(dst.Addr, stop)
+	flagged := watchFlags(members[2].Addr, stop)
 	// The controller's budget for a scale step that may move a big key.
 	step, cancel := context.WithTimeout(ctx, 12*time.Second+BigKeyBudget)
 	defer cancel()
@@ -122,6 +154,9 @@ func TestMigrateMovesABigKey(t *testing.T) {
 	sg, dg := srcGap(), dstGap()
 	t.Logf("moved %d keys in %v with %d MIGRATE calls; longest block: source %v, target %v",
 		moved, took.Round(time.Millisecond), counter.Count("migrate"), sg.Round(time.Millisecond), dg.Round(time.Millisecond))
+	if fl := flagged(); len(fl) > 0 {
+		t.Errorf("the third master flagged nodes failing while the key moved: %v", fl)
+	}
 	var stuck *StuckKeyError
 	if errors.As(err, &stuck) {
 		t.Fatalf("the big key was reported stuck: %v", err)
@@ -157,6 +192,11 @@ func TestMigrateMovesABigKey(t *testing.T) {
 			if n.Fail || n.PFail {
 				t.Errorf("%s sees %s failing after the move", members[i].Addr, n.Addr())
 			}
+		}
+	}
+	for _, m := range members {
+		if d, err := f.For(m.Addr).(*admin).NodeTimeout(ctx); err != nil || d != healCfg.NodeTimeout {
+			t.Errorf("cluster-node-timeout on %s after the move: %v %v, want it set back to %v", m.Addr, d, err, healCfg.NodeTimeout)
 		}
 	}
 	if !after.NoOpenSlots() {

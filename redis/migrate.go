@@ -165,7 +165,10 @@ func MigrateSlotWith(ctx context.Context, f Factory, slot int, src, dst MasterAd
 	if err := s.SetSlot(ctx, slot, "migrating", dst.ID); err != nil {
 		return 0, err
 	}
-	km := keyMover{s: s, src: src.Addr, dst: dst.Addr, slot: slot, timeout: opts.timeout(), replaceBusy: true, stuck: backoffOf(f)}
+	km := keyMover{s: s, src: src.Addr, dst: dst.Addr, slot: slot, timeout: opts.timeout(), replaceBusy: true, stuck: backoffOf(f),
+		hold: func(ctx context.Context, d time.Duration) func() {
+			return holdDetection(ctx, f, append([]string{src.Addr, dst.Addr}, others...), d)
+		}}
 	moved, err := km.drain(ctx, opts.pipeline())
 	if err != nil {
 		return moved, err
@@ -330,6 +333,9 @@ type keyMover struct {
 	replaceBusy bool
 	owner       slotMover
 	stuck       *stuckKeys
+	// hold, when set, holds the masters' failure detection while a big key moves and
+	// returns what releases it (bigkey.go).
+	hold func(ctx context.Context, d time.Duration) func()
 }
 
 // drain moves batches of up to pipeline keys until the source has none left in the slot.
