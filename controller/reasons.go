@@ -11,8 +11,6 @@ const (
 	ReasonApplied = "Applied"
 	// ReasonRedisAction: a command that changes the Redis cluster was issued (meet, slots, replicate).
 	ReasonRedisAction = "RedisAction"
-	// ReasonPaused: spec.pause is true; the operator changes nothing.
-	ReasonPaused = "Paused"
 	// ReasonInvalidSpec: the spec cannot be rendered or acted on; the cluster keeps serving as it was.
 	ReasonInvalidSpec = "InvalidSpec"
 	// ReasonRedisError: Redis refused or could not be reached for a change.
@@ -20,8 +18,6 @@ const (
 	// ReasonMigrationStuck: a key could not be moved within MIGRATE's timeout; the status
 	// names it and its slot.
 	ReasonMigrationStuck = "MigrationStuck"
-	// ReasonTimedOut: an operation outlived its operator timeout.
-	ReasonTimedOut = "TimedOut"
 	// ReasonUpgrade: a step of the rolling upgrade (a failover, a pod restarted on the new template).
 	ReasonUpgrade = "Upgrade"
 	// ReasonUpgradeStopped: a pod on the new template does not come up; the roll stops.

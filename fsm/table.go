@@ -29,13 +29,6 @@ var table = []Transition{
 	{notDeleting, Delete, deletionRequested, Deleting},
 }
 
-// Transitions returns a copy of the table, for docs and for the controller's tests.
-func Transitions() []Transition {
-	out := make([]Transition, len(table))
-	copy(out, table)
-	return out
-}
-
 // pauseGuards reports whether spec.pause blocks e. Pause guards every event
 // except delete: a deletionTimestamp is the user's explicit, later wish, the
 // API server has already started garbage collection of the owned objects, and

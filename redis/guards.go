@@ -58,17 +58,6 @@ func (s *ClusterState) AllMet() bool {
 	return true
 }
 
-// Pending lists, for each member, the members it does not know yet (by index).
-func (s *ClusterState) missingPeers(i int) []int {
-	var out []int
-	for j := range s.Members {
-		if j != i && !knows(&s.Members[i], s.Members[j].ID()) {
-			out = append(out, j)
-		}
-	}
-	return out
-}
-
 // ClaimedSlots is the union of the slots each reachable member claims for itself.
 func (s *ClusterState) ClaimedSlots() SlotRanges {
 	var all SlotRanges

@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 )
 
 // TestPodContract checks the points of docs/architecture.md's pod contract that the
@@ -128,7 +130,11 @@ func TestPodContract(t *testing.T) {
 				t.Errorf("mounts %+v", redis.VolumeMounts)
 			}
 			pod := rc.Spec.PodTemplate()
-			checkDataVolume(t, string(pod.Volumes.TypeOrDefault()), &sts, mounts["data"])
+			volumeType := pod.Volumes.Type
+			if volumeType == "" {
+				volumeType = redisv1alpha1.VolumeTypeEmptyDir // the CRD's default
+			}
+			checkDataVolume(t, string(volumeType), &sts, mounts["data"])
 
 			if got := containerNames(sts.Spec.Template.Spec.InitContainers); (pod.InitImage != "") != slices.Equal(got, []string{"init"}) {
 				t.Errorf("init containers %v for initImage %q", got, pod.InitImage)

@@ -15,23 +15,14 @@ import (
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 )
 
-// defaultRenderer is compiled on first use by the file and CLI helpers, which have no
-// place to keep a Renderer.
+// defaultRenderer is compiled on first use by the CLI, which has no place to keep a
+// Renderer.
 var defaultRenderer = sync.OnceValues(New)
 
 // RenderFile renders every RedisCluster in a YAML file (one or more documents; "-" is
-// stdin), as the operator would with no user ConfigMap: objects of the first
-// RedisCluster first, each in the templates' order.
-func RenderFile(path string) ([]*unstructured.Unstructured, error) {
-	r, err := defaultRenderer()
-	if err != nil {
-		return nil, err
-	}
-	return r.RenderFile(path, "")
-}
-
-// RenderFile is the package-level RenderFile with this Renderer and the text of a user
-// redis.conf (what the operator would read from spec.pod[0].configmap).
+// stdin) with the text of a user redis.conf (what the operator would read from
+// spec.pod[0].configmap): objects of the first RedisCluster first, each in the
+// templates' order.
 func (r *Renderer) RenderFile(path, userRedisConf string) ([]*unstructured.Unstructured, error) {
 	clusters, err := ReadFile(path)
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -85,28 +84,4 @@ func (u *RedisUpdateStrategy) PipelineKeys() (int, error) {
 		return 0, fmt.Errorf("updateStrategy.pipeline must be a positive number of keys, got %s", u.Pipeline.String())
 	}
 	return keys, nil
-}
-
-// HostPathOrDefault is volumes.hostPath, or DefaultHostPath when unset.
-func (v *RedisVolumes) HostPathOrDefault() string {
-	if v.HostPath == "" {
-		return DefaultHostPath
-	}
-	return v.HostPath
-}
-
-// TypeOrDefault is volumes.type, or VolumeTypeEmptyDir when unset.
-func (v *RedisVolumes) TypeOrDefault() VolumeType {
-	if v.Type == "" {
-		return VolumeTypeEmptyDir
-	}
-	return v.Type
-}
-
-// SizeOrDefault is volumes.size, or DefaultVolumeSize when unset or zero.
-func (v *RedisVolumes) SizeOrDefault() resource.Quantity {
-	if v.Size.IsZero() {
-		return resource.MustParse(DefaultVolumeSize)
-	}
-	return v.Size
 }

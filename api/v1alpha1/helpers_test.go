@@ -9,7 +9,6 @@ package v1alpha1_test
 import (
 	"testing"
 
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -100,22 +99,5 @@ func TestPodTemplate(t *testing.T) {
 	s := redisv1alpha1.RedisClusterSpec{Pod: []redisv1alpha1.RedisPodTemplate{{ConfigMap: "first"}, {ConfigMap: "second"}}}
 	if got := s.PodTemplate().ConfigMap; got != "first" {
 		t.Errorf("PodTemplate().ConfigMap = %q, want the first entry's", got)
-	}
-}
-
-func TestVolumeDefaults(t *testing.T) {
-	var v redisv1alpha1.RedisVolumes
-	if v.TypeOrDefault() != redisv1alpha1.VolumeTypeEmptyDir || v.HostPathOrDefault() != "/var/lib/redis-cluster" {
-		t.Errorf("zero volumes default to %q at %q", v.TypeOrDefault(), v.HostPathOrDefault())
-	}
-	if size := v.SizeOrDefault(); size.String() != "1Gi" {
-		t.Errorf("zero volumes size defaults to %s, want 1Gi", size.String())
-	}
-	v = redisv1alpha1.RedisVolumes{Type: redisv1alpha1.VolumeTypeHostPath, HostPath: "/srv/redis", Size: resource.MustParse("5Gi")}
-	if size := v.SizeOrDefault(); size.String() != "5Gi" {
-		t.Errorf("size 5Gi read as %s", size.String())
-	}
-	if v.TypeOrDefault() != redisv1alpha1.VolumeTypeHostPath || v.HostPathOrDefault() != "/srv/redis" {
-		t.Errorf("set volumes read as %q at %q", v.TypeOrDefault(), v.HostPathOrDefault())
 	}
 }

@@ -121,15 +121,6 @@ const (
 	VolumeTypeVolumeClaimTemplate VolumeType = "volumeClaimTemplate"
 )
 
-// Defaults of RedisVolumes fields that only matter for one volume type; they are not
-// OpenAPI defaults so a CR of another type does not show them.
-const (
-	// DefaultHostPath is volumes.hostPath when unset.
-	DefaultHostPath = "/var/lib/redis-cluster"
-	// DefaultVolumeSize is volumes.size when unset.
-	DefaultVolumeSize = "1Gi"
-)
-
 // RedisVolumes says where each instance keeps its data (seed: `volumes`). The type of an
 // existing cluster cannot change: the data would be left behind.
 //

@@ -16,8 +16,6 @@ import (
 type RedisClusterPhase string
 
 const (
-	// PhaseEmpty is the phase of a CR the operator has not looked at yet; same as None.
-	PhaseEmpty RedisClusterPhase = ""
 	// PhaseNone: the CR was just created.
 	PhaseNone RedisClusterPhase = "None"
 	// PhaseCreating: the operator created the objects and waits for the instances, then
