@@ -82,7 +82,7 @@ func run() error {
 	utilruntime.Must(redisv1alpha1.AddToScheme(scheme))
 
 	// Only Redis pods are cached: a cluster-wide pod cache would cost memory on big clusters.
-	redisPods, err := labels.Parse("app.kubernetes.io/name=redis-cluster")
+	redisPods, err := labels.Parse(redisv1alpha1.LabelName + "=" + redisv1alpha1.LabelNameValue)
 	if err != nil {
 		return fmt.Errorf("failed to parse pod selector: %w", err)
 	}

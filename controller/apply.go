@@ -19,7 +19,7 @@ import (
 )
 
 // FieldOwner is the one field manager under which every object is server-side applied.
-const FieldOwner = "redis-cluster-operator"
+const FieldOwner = redisv1alpha1.ManagedBy
 
 // applyObjects server-side applies the rendered objects that observeKubernetes found
 // stale, in their rendered order (the ConfigMap before the StatefulSet that mounts it).
@@ -82,7 +82,7 @@ func notOurs(kind string, live client.Object, rc *redisv1alpha1.RedisCluster) st
 // madeByOperatorFor reports whether the operator applied the object for a RedisCluster
 // of this name: its field manager is in managedFields and the instance label names it.
 func madeByOperatorFor(obj client.Object, cluster string) bool {
-	if obj.GetLabels()[labelInstance] != cluster {
+	if obj.GetLabels()[redisv1alpha1.LabelInstance] != cluster {
 		return false
 	}
 	for _, mf := range obj.GetManagedFields() {

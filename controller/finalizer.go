@@ -83,7 +83,7 @@ func (r *Reconciler) reconcileDeletion(ctx context.Context, s *scope) (ctrl.Resu
 		}
 	}
 	pods := &corev1.PodList{}
-	if err := r.APIReader.List(ctx, pods, client.InNamespace(rc.Namespace), client.MatchingLabels(selectorLabels(rc.Name))); err != nil {
+	if err := r.APIReader.List(ctx, pods, client.InNamespace(rc.Namespace), client.MatchingLabels(redisv1alpha1.SelectorLabels(rc.Name))); err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to list pods of %s: %w", rc.Name, err)
 	}
 	if !stsGone || len(pods.Items) > 0 {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 	"github.com/hc-middleware/redis-cluster-operator/fsm"
 	"github.com/hc-middleware/redis-cluster-operator/redis"
 )
@@ -146,7 +147,7 @@ func (r *Reconciler) observeKubernetes(ctx context.Context, s *scope) error {
 		return fmt.Errorf("failed to get StatefulSet %s: %w", rc.Name, err)
 	}
 	pods := &corev1.PodList{}
-	if err := r.Client.List(ctx, pods, client.InNamespace(rc.Namespace), client.MatchingLabels(selectorLabels(rc.Name))); err != nil {
+	if err := r.Client.List(ctx, pods, client.InNamespace(rc.Namespace), client.MatchingLabels(redisv1alpha1.SelectorLabels(rc.Name))); err != nil {
 		return fmt.Errorf("failed to list pods of %s: %w", rc.Name, err)
 	}
 	s.pods = podsByOrdinal(rc.Name, pods.Items)

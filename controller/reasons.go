@@ -56,21 +56,3 @@ func refusalReason(err error) string {
 	}
 	return ReasonInvalidSpec
 }
-
-// Label keys shared with templates/ (see docs/architecture.md).
-const (
-	labelName     = "app.kubernetes.io/name"
-	labelInstance = "app.kubernetes.io/instance"
-	labelNameVal  = "redis-cluster"
-)
-
-// selectorLabels selects the pods of one cluster; status.selector is their string form.
-func selectorLabels(cluster string) map[string]string {
-	return map[string]string{labelInstance: cluster, labelName: labelNameVal}
-}
-
-// selectorString is the label selector of the scale subresource, in the stable order
-// `kubectl scale` and the HPA read it.
-func selectorString(cluster string) string {
-	return labelInstance + "=" + cluster + "," + labelName + "=" + labelNameVal
-}

@@ -65,7 +65,7 @@ func New(mgr manager.Manager, renderer *render.Renderer, opts Options) *Reconcil
 	return &Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorderFor("redis-cluster-operator"),
+		Recorder:  mgr.GetEventRecorderFor(redisv1alpha1.ManagedBy),
 		Renderer:  renderer,
 		Options:   opts,
 		redis:     newRedisClients(opts.RedisOptions),
@@ -98,10 +98,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 func podToCluster(_ context.Context, o client.Object) []reconcile.Request {
 	labels := o.GetLabels()
-	if labels[labelName] != labelNameVal || labels[labelInstance] == "" {
+	if labels[redisv1alpha1.LabelName] != redisv1alpha1.LabelNameValue || labels[redisv1alpha1.LabelInstance] == "" {
 		return nil
 	}
-	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: labels[labelInstance]}}}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: labels[redisv1alpha1.LabelInstance]}}}
 }
 
 // Reconcile is get → finalizer → observe → decide → act, with the status written once at

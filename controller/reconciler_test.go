@@ -43,7 +43,7 @@ func startPods(t *testing.T, rc *redisv1alpha1.RedisCluster, servers []*redistes
 		host, port, _ := strings.Cut(srv.Addr, ":")
 		p, _ := strconv.Atoi(port)
 		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: rc.Namespace, Name: fmt.Sprintf("%s-%d", rc.Name, i), Labels: selectorLabels(rc.Name)},
+			ObjectMeta: metav1.ObjectMeta{Namespace: rc.Namespace, Name: fmt.Sprintf("%s-%d", rc.Name, i), Labels: redisv1alpha1.SelectorLabels(rc.Name)},
 			Spec: corev1.PodSpec{
 				NodeName: fmt.Sprintf("node-%d", i%3),
 				Containers: []corev1.Container{{Name: "redis", Image: "redis:7.2",
@@ -126,7 +126,7 @@ func TestReconcileFormsClusterThenIdlesWithoutWrites(t *testing.T) {
 		g.Expect(c.NodeID).NotTo(BeEmpty(), c.Name)
 		g.Expect(c.Status).To(Equal(corev1.ConditionTrue), c.Name+": "+c.Message)
 		g.Expect(c.DomainName).To(Equal(c.Name + ".demo." + ns + ".svc.cluster.local"))
-		if c.Type == redisv1alpha1.RoleMaster {
+		if c.Type == redis.RoleMaster {
 			masters[c.NodeID] = c
 			rs, err := redis.ParseSlotRanges(c.Slots)
 			g.Expect(err).NotTo(HaveOccurred())
@@ -135,7 +135,7 @@ func TestReconcileFormsClusterThenIdlesWithoutWrites(t *testing.T) {
 	}
 	g.Expect(slots).To(Equal(redis.SlotCount))
 	for _, c := range got.Status.Conditions {
-		if c.Type == redisv1alpha1.RoleSlave {
+		if c.Type == redis.RoleSlave {
 			master, ok := masters[c.MasterNodeID]
 			g.Expect(ok).To(BeTrue(), "replica %s follows a master", c.Name)
 			g.Expect(master.Hostname).NotTo(Equal(c.Hostname), "replica %s shares a node with its master", c.Name)

@@ -25,7 +25,7 @@ func startPodsFrom(t *testing.T, rc *redisv1alpha1.RedisCluster, first int, serv
 		host, port, _ := strings.Cut(srv.Addr, ":")
 		p, _ := strconv.Atoi(port)
 		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: rc.Namespace, Name: fmt.Sprintf("%s-%d", rc.Name, i), Labels: selectorLabels(rc.Name)},
+			ObjectMeta: metav1.ObjectMeta{Namespace: rc.Namespace, Name: fmt.Sprintf("%s-%d", rc.Name, i), Labels: redisv1alpha1.SelectorLabels(rc.Name)},
 			Spec: corev1.PodSpec{NodeName: fmt.Sprintf("node-%d", i%3),
 				Containers: []corev1.Container{{Name: "redis", Image: "redis:7.2", Ports: []corev1.ContainerPort{{Name: "redis", ContainerPort: int32(p)}}}}},
 		}

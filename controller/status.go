@@ -82,7 +82,7 @@ func computeStatus(s *scope, succeeded bool) redisv1alpha1.RedisClusterStatus {
 	st.Phase = redisv1alpha1.RedisClusterPhase(phase)
 	st.Reason = reasonText(s)
 	st.Replicas = int32(s.readyPods())
-	st.Selector = selectorString(rc.Name)
+	st.Selector = redisv1alpha1.SelectorString(rc.Name)
 	if s.redis != nil {
 		st.Masters = int32(s.redis.Masters())
 	}
@@ -190,7 +190,7 @@ func instanceConditions(s *scope) []redisv1alpha1.RedisClusterCondition {
 		if known {
 			c.NodeID, c.Type, c.Slots = f.NodeID, f.Role, f.Slots.String()
 			c.MasterNodeID = f.MasterNodeID
-			if f.Role == redisv1alpha1.RoleMaster {
+			if f.Role == redis.RoleMaster {
 				c.MasterNodeID = f.NodeID
 			}
 		}

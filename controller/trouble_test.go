@@ -140,7 +140,7 @@ func startPodsAt(t *testing.T, rc *redisv1alpha1.RedisCluster, first int, server
 		host, port, _ := strings.Cut(srv.Addr, ":")
 		p, _ := strconv.Atoi(port)
 		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: rc.Namespace, Name: fmt.Sprintf("%s-%d", rc.Name, first+i), Labels: selectorLabels(rc.Name)},
+			ObjectMeta: metav1.ObjectMeta{Namespace: rc.Namespace, Name: fmt.Sprintf("%s-%d", rc.Name, first+i), Labels: redisv1alpha1.SelectorLabels(rc.Name)},
 			Spec: corev1.PodSpec{NodeName: "node-0", Containers: []corev1.Container{{Name: "redis", Image: "redis:7.2",
 				Ports: []corev1.ContainerPort{{Name: "redis", ContainerPort: int32(p)}}}}},
 		}
@@ -258,7 +258,7 @@ func TestCollidingClustersNeitherStealsTheOthersObject(t *testing.T) {
 	g.Expect(apiClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "shop-client"}, svc)).To(Succeed())
 	g.Expect(svc.ResourceVersion).To(Equal(before), "Service shop-client is untouched")
 	g.Expect(metav1.GetControllerOf(svc).UID).To(Equal(get(t, shop).UID))
-	g.Expect(svc.Spec.Selector).To(HaveKeyWithValue(labelInstance, "shop"))
+	g.Expect(svc.Spec.Selector).To(HaveKeyWithValue(redisv1alpha1.LabelInstance, "shop"))
 	err := apiClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "shop-client"}, &appsv1.StatefulSet{})
 	g.Expect(client.IgnoreNotFound(err)).To(Succeed())
 	g.Expect(err).To(HaveOccurred(), "the refused cluster applies nothing at all")

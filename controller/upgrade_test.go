@@ -85,7 +85,7 @@ func recreatePod(t *testing.T, rc *redisv1alpha1.RedisCluster, name, addr, rev s
 	}, 10*time.Second, 50*time.Millisecond).Should(BeTrue())
 	host, port, _ := strings.Cut(addr, ":")
 	p, _ := strconv.Atoi(port)
-	labels := selectorLabels(rc.Name)
+	labels := redisv1alpha1.SelectorLabels(rc.Name)
 	labels[appsv1.ControllerRevisionHashLabelKey] = rev
 	ord, _ := ordinal(rc.Name, name)
 	pod := &corev1.Pod{

@@ -1,24 +1,27 @@
 package fsm
 
-// Phase is a RedisCluster's status.phase. The values are the seed's, plus Deleting.
-type Phase string
+import redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
+
+// Phase is a RedisCluster's status.phase. The names are defined once, in the API
+// (api/v1alpha1, where the CRD's enum lists them); the machine uses them as they are.
+type Phase = redisv1alpha1.RedisClusterPhase
 
 const (
 	// None: the CR was just created and the operator has not started on it.
 	// The empty string is read as None.
-	None Phase = "None"
+	None = redisv1alpha1.PhaseNone
 	// Creating: pods are coming up and the Redis cluster is being formed.
-	Creating Phase = "Creating"
+	Creating = redisv1alpha1.PhaseCreating
 	// Running: the cluster serves and matches the spec; the operator heals it.
-	Running Phase = "Running"
+	Running = redisv1alpha1.PhaseRunning
 	// Scaling: masters or replicas are being added or removed, slots moved.
-	Scaling Phase = "Scaling"
+	Scaling = redisv1alpha1.PhaseScaling
 	// Upgrading: the pods are being rolled onto a new pod template.
-	Upgrading Phase = "Upgrading"
+	Upgrading = redisv1alpha1.PhaseUpgrading
 	// Failed: an operation timed out or cannot proceed, or the cluster broke.
-	Failed Phase = "Failed"
+	Failed = redisv1alpha1.PhaseFailed
 	// Deleting: the CR has a deletionTimestamp; nothing else happens any more.
-	Deleting Phase = "Deleting"
+	Deleting = redisv1alpha1.PhaseDeleting
 )
 
 // Phases lists every phase in the order the docs show them.

@@ -88,7 +88,7 @@ func TestSeedSampleIsAccepted(t *testing.T) {
 		t.Fatalf("status read back wrong: %+v", st)
 	}
 	c := st.Conditions[0]
-	if c.Name != "redis-cluster-0" || c.Instance != "10.168.78.90:6379" || c.Type != redisv1alpha1.RoleMaster ||
+	if c.Name != "redis-cluster-0" || c.Instance != "10.168.78.90:6379" || c.Type != "master" ||
 		c.NodeID != "allkk111snknkcs" || c.MasterNodeID != "allkk111snknkcs" || c.Slots != "1024-2048" ||
 		c.HostIP != "192.168.26.122" || c.Status != "True" || c.LastTransitionTime.UTC().Format("2006-01-02T15:04:05Z") != "2019-03-25T03:10:29Z" {
 		t.Errorf("condition read back wrong: %+v", c)

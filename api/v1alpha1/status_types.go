@@ -35,12 +35,6 @@ const (
 	PhaseDeleting RedisClusterPhase = "Deleting"
 )
 
-// Values of RedisClusterCondition.Type: the role of the instance.
-const (
-	RoleMaster = "master"
-	RoleSlave  = "slave"
-)
-
 // RedisClusterStatus is what the operator observed (seed: `status`).
 type RedisClusterStatus struct {
 	// replicas is the number of Redis instances up (seed: `replicas`); the scale
@@ -104,7 +98,8 @@ type RedisClusterCondition struct {
 	// +optional
 	Instance string `json:"instance,omitempty"`
 
-	// type is the instance's role: master or slave (seed: `type`).
+	// type is the instance's role: master or slave (seed: `type`), Redis' own words
+	// (redis.RoleMaster, redis.RoleSlave).
 	// +optional
 	Type string `json:"type,omitempty"`
 

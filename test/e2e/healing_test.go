@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
+	"github.com/hc-middleware/redis-cluster-operator/redis"
 	"github.com/hc-middleware/redis-cluster-operator/test/e2e/framework"
 )
 
@@ -158,7 +159,7 @@ func TestHealingPodsBackAtNewAddresses(t *testing.T) {
 	formHealCluster(ctx, t, ns, name, volumeType("volumeClaimTemplate"))
 
 	t.Run("a master pod back at a new address", func(t *testing.T) {
-		pod := pickPod(ctx, t, ns, name, redisv1alpha1.RoleMaster)
+		pod := pickPod(ctx, t, ns, name, redis.RoleMaster)
 		old := map[string]string{pod: podIPs(ctx, t, ns, name)[pod]}
 		phases := phaseChanges(ctx, t, ns, name)
 		start := time.Now()
@@ -206,7 +207,7 @@ func TestHealingEmptyReplicaPod(t *testing.T) {
 		}
 	})
 
-	pod := pickPod(ctx, t, ns, name, redisv1alpha1.RoleSlave)
+	pod := pickPod(ctx, t, ns, name, redis.RoleSlave)
 	var oldID string
 	for _, c := range getCluster(ctx, t, ns, name).Status.Conditions {
 		if c.Name == pod {
@@ -223,7 +224,7 @@ func TestHealingEmptyReplicaPod(t *testing.T) {
 	t.Logf("replica %s deleted (emptyDir): joined again as a new node %.1fs later", pod, took.Seconds())
 	expectStayedRunning(ctx, t, ns, name, phases)
 	for _, c := range getCluster(ctx, t, ns, name).Status.Conditions {
-		if c.Name == pod && (c.NodeID == oldID || c.Type != redisv1alpha1.RoleSlave) {
+		if c.Name == pod && (c.NodeID == oldID || c.Type != redis.RoleSlave) {
 			t.Errorf("%s is node %s (%s), want a new replica (old ID %s)", pod, c.NodeID, c.Type, oldID)
 		}
 	}

@@ -233,20 +233,20 @@ func expectFormed(ctx context.Context, g Gomega, ns, name string, rc *redisv1alp
 		g.Expect(c.HostIP).To(Equal(p.Status.HostIP), c.Name)
 		g.Expect(c.Status).To(Equal(corev1.ConditionTrue), c.Name+": "+c.Message)
 		switch c.Type {
-		case redisv1alpha1.RoleMaster:
+		case redis.RoleMaster:
 			rs, err := redis.ParseSlotRanges(c.Slots)
 			g.Expect(err).NotTo(HaveOccurred())
 			covered += rs.Count()
-		case redisv1alpha1.RoleSlave:
+		case redis.RoleSlave:
 			replicasOf[c.MasterNodeID]++
 			g.Expect(c.Slots).To(BeEmpty())
 		default:
-			g.Expect(c.Type).To(BeElementOf(redisv1alpha1.RoleMaster, redisv1alpha1.RoleSlave), c.Name)
+			g.Expect(c.Type).To(BeElementOf(redis.RoleMaster, redis.RoleSlave), c.Name)
 		}
 	}
 	g.Expect(covered).To(Equal(redis.SlotCount))
 	for _, c := range rc.Status.Conditions {
-		if c.Type == redisv1alpha1.RoleMaster {
+		if c.Type == redis.RoleMaster {
 			g.Expect(replicasOf[c.NodeID]).To(Equal(1), "replicas of %s", c.Name)
 		}
 	}
