@@ -130,7 +130,7 @@ func (r *Reconciler) reconcileBootstrap(ctx context.Context, s *scope) (ctrl.Res
 	switch {
 	case errors.Is(err, redis.ErrRefused):
 		r.warnOnce(s, ReasonRedisError, err.Error())
-		return ctrl.Result{RequeueAfter: requeueFailed}, r.redecide(s, err)
+		return ctrl.Result{RequeueAfter: requeueFailed}, r.decideAgainAfterRefusal(s, err)
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 		s.reason = "Bootstrap in progress: " + p.Phase
 		return ctrl.Result{Requeue: true}, nil

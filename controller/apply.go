@@ -39,6 +39,7 @@ func (r *Reconciler) applyObjects(ctx context.Context, s *scope) ([]string, erro
 			return applied, err
 		}
 		if desired.GetKind() == "StatefulSet" {
+			s.appliedStatefulSet = true
 			if n, found, _ := unstructured.NestedInt64(desired.Object, "spec", "replicas"); found {
 				s.held = int32(n)
 			}

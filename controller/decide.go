@@ -12,21 +12,28 @@ import (
 	"github.com/hc-middleware/redis-cluster-operator/redis"
 )
 
-// decide offers the phase machine what was observed and keeps its decision in the scope.
+// decide reduces what was observed to the facts the guards read (observation, with every
+// cannot-proceed fact known before acting), lets the phase machine decide the phase, and
+// derives from that phase the objects to apply (deriveDesired).
 func (r *Reconciler) decide(_ context.Context, s *scope) error {
-	d, err := fsm.Evaluate(fsm.Phase(s.cluster.Status.Phase), r.observation(s))
+	d, err := fsm.Evaluate(s.cluster.Status.Phase, r.observation(s))
 	if err != nil {
 		return fmt.Errorf("failed to evaluate phase of RedisCluster %s: %w", s.cluster.Name, err)
 	}
 	s.decision = d
-	return nil
+	return deriveDesired(s)
 }
 
-// redecide evaluates again after acting found the operation cannot proceed (bootstrap
-// refused), so the cluster fails in this reconcile with the refusal as the reason.
-func (r *Reconciler) redecide(s *scope, cannotProceed error) error {
+// decideAgainAfterRefusal is the one second evaluation: acting found that the operation
+// cannot proceed from Redis data it read while acting (the bootstrap refused to claim
+// nodes holding keys; a resize refused for lack of memory, keys on a new node or an
+// assignment the cluster's masters cannot give), which decide could not know. The machine
+// evaluates the same facts plus that one, so the cluster fails in this reconcile with the
+// refusal as the reason. Everything else that stops an operation is a fact decide
+// computes before the machine runs (cannotProceed).
+func (r *Reconciler) decideAgainAfterRefusal(s *scope, refusal error) error {
 	obs := r.observation(s)
-	obs.CannotProceed, obs.CannotProceedMessage = true, cannotProceed.Error()
+	obs.CannotProceed, obs.CannotProceedMessage = true, refusal.Error()
 	d, err := fsm.Evaluate(s.decision.Phase, obs)
 	if err != nil {
 		return fmt.Errorf("failed to evaluate phase of RedisCluster %s: %w", s.cluster.Name, err)
@@ -55,8 +62,8 @@ func (r *Reconciler) observation(s *scope) fsm.Observation {
 		AllPodsUpdated:    allPodsUpdated(s),
 		TimedOut:          r.timedOut(s),
 	}
-	if s.specErr != nil {
-		o.CannotProceed, o.CannotProceedMessage = true, s.specErr.Error()
+	if err := cannotProceed(s); err != nil {
+		o.CannotProceed, o.CannotProceedMessage = true, err.Error()
 	}
 	if st := s.redis; st != nil {
 		masters := int(rc.Spec.Masters())
@@ -67,7 +74,7 @@ func (r *Reconciler) observation(s *scope) fsm.Observation {
 		o.ClusterOK = st.ClusterOK()
 		o.SlotsPlaced = st.NoOpenSlots() && st.Masters() == masters
 		o.RemovedNodesForgotten = o.ObservedReplicas == rc.Spec.Replicas
-		if fsm.Phase(rc.Status.Phase) == fsm.Scaling {
+		if rc.Status.Phase == fsm.Scaling {
 			// Done only when the slots match the plan and no member knows a node beyond
 			// the new size (the leaving ones forgotten everywhere).
 			o.SlotsPlaced = scalePlaced(s)
@@ -83,8 +90,8 @@ func (r *Reconciler) observation(s *scope) fsm.Observation {
 }
 
 // observedSize is the number of nodes the Redis cluster knows; before any node answers it
-// falls back to the size the StatefulSet is held at (not its live size, which anyone can
-// change), so an unreachable cluster does not look resized.
+// falls back to the size the operator last applied to the StatefulSet (not its live size,
+// which anyone can change), so an unreachable cluster does not look resized.
 func observedSize(s *scope) int32 {
 	if st := s.redis; st != nil && st.AllReachable() && len(st.Members) >= s.desiredReplicas() {
 		return int32(reachableNodes(st))
@@ -106,8 +113,8 @@ func observedSize(s *scope) int32 {
 			}
 		}
 	}
-	if s.held > 0 {
-		return s.held
+	if s.appliedSize > 0 {
+		return s.appliedSize
 	}
 	return s.cluster.Spec.Replicas
 }
@@ -158,7 +165,7 @@ func allLinksUp(st *redis.ClusterState) bool {
 // status, so a restarted operator keeps counting.
 func (r *Reconciler) timedOut(s *scope) bool {
 	var limit time.Duration
-	switch fsm.Phase(s.cluster.Status.Phase) {
+	switch s.cluster.Status.Phase {
 	case fsm.Creating:
 		limit = r.Options.CreateTimeout
 	case fsm.Scaling:
@@ -175,9 +182,29 @@ func (r *Reconciler) timedOut(s *scope) bool {
 // specChangedSinceFailure reports whether the user edited the spec after the cluster
 // failed: the Progressing condition records the generation the failure was seen at.
 func specChangedSinceFailure(rc *redisv1alpha1.RedisCluster) bool {
-	if fsm.Phase(rc.Status.Phase) != fsm.Failed {
+	if rc.Status.Phase != fsm.Failed {
 		return false
 	}
 	c := meta.FindStatusCondition(rc.Status.ClusterConditions, ConditionProgressing)
 	return c != nil && rc.Generation > c.ObservedGeneration
+}
+
+// cannotProceed says why the operation of the stored phase cannot be done as the spec
+// asks, nil when nothing stops it. Each is known before acting: a spec the operator
+// cannot act on, a MIGRATE batch size it cannot read while Scaling, and, while
+// Upgrading, a master the roll would have to restart with no replica to take over and
+// data that does not outlive its pod.
+func cannotProceed(s *scope) error {
+	if s.specErr != nil {
+		return s.specErr
+	}
+	switch s.cluster.Status.Phase {
+	case fsm.Scaling:
+		if _, err := scaleRequest(s.cluster, s.desiredReplicas()); err != nil {
+			return err
+		}
+	case fsm.Upgrading:
+		return upgradeLosesData(s)
+	}
+	return nil
 }

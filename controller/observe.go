@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -15,15 +16,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
-	"github.com/hc-middleware/redis-cluster-operator/fsm"
 	"github.com/hc-middleware/redis-cluster-operator/redis"
 )
 
 // redisPort is the client port of every Redis container (docs/architecture.md).
 const redisPort = 6379
 
-// observe fills the scope: the spec's rendering, the Kubernetes objects and pods, and
-// Redis' own view. Only reads.
+// observe fills the scope with facts: the spec's rendering, the Kubernetes objects and
+// pods, and Redis' own view. It only reads: it never looks at the stored phase and never
+// edits the rendered objects (decide derives the desired objects from them).
 func (r *Reconciler) observe(ctx context.Context, s *scope) error {
 	if err := r.observeSpec(ctx, s); err != nil {
 		return err
@@ -128,8 +129,8 @@ func (r *Reconciler) observeUserConfig(ctx context.Context, s *scope) (string, e
 	return cm.Data["redis.conf"], nil
 }
 
-// observeKubernetes reads the StatefulSet and the pods from the cache and compares the
-// rendered objects with what the server holds. An object with a rendered name that this
+// observeKubernetes reads the StatefulSet, the pods and the live copy of every rendered
+// object from the cache. An object with a rendered name that this
 // RedisCluster does not control is never applied (server-side apply with force would
 // take its fields): the spec is refused, naming the object and its owner.
 func (r *Reconciler) observeKubernetes(ctx context.Context, s *scope) error {
@@ -151,23 +152,20 @@ func (r *Reconciler) observeKubernetes(ctx context.Context, s *scope) error {
 		return fmt.Errorf("failed to list pods of %s: %w", rc.Name, err)
 	}
 	s.pods = podsByOrdinal(rc.Name, pods.Items)
-	s.held = heldSize(s)
-	// Pods beyond the held size (a StatefulSet scaled out by hand, until it is put back)
+	s.appliedSize = appliedSize(s)
+	// Pods beyond the applied size (a StatefulSet scaled out by hand, until it is put back)
 	// are no members: they are never met, joined or given slots.
-	s.members = members(s.pods[:min(len(s.pods), int(s.held))])
-	s.resized = resizedBy(s)
+	s.members = members(s.pods[:min(len(s.pods), int(s.appliedSize))])
 	if err := r.compareTemplate(s); err != nil {
 		return err
 	}
-	holdFormedStatefulSet(s)
+	s.live = map[string]client.Object{}
 	for _, desired := range s.rendered {
-		setOwner(desired, rc)
 		live, err := r.liveObject(ctx, desired)
 		if err != nil {
 			return err
 		}
 		if live == nil {
-			s.stale = append(s.stale, desired)
 			continue
 		}
 		if why := notOurs(desired.GetKind(), live, rc); why != "" {
@@ -176,68 +174,39 @@ func (r *Reconciler) observeKubernetes(ctx context.Context, s *scope) error {
 			}
 			continue
 		}
-		same, err := ownedFieldsMatch(live, desired)
-		if err != nil {
-			return err
-		}
-		if !same || (desired.GetKind() == "StatefulSet" && s.resized != "") {
-			s.stale = append(s.stale, desired)
-		}
+		s.live[objectKey(desired)] = live
 	}
 	if len(foreign) > 0 && s.specErr == nil {
 		s.specErr = &refusal{reason: ReasonNotOwner, err: errors.New(strings.Join(foreign, "; "))}
-		s.stale = nil
 	}
 	return r.observeNameClashes(ctx, s)
 }
 
-// heldSize is the size the StatefulSet is held at in this phase, whatever its live size:
+// appliedSize is the size the operator last gave the StatefulSet, whatever its live size:
 // spec.replicas until the cluster is formed; then the size the operator last applied
 // (the server's managed fields say so while the operator owns spec.replicas; once another
-// field manager took it, status.statefulSetReplicas remembers); while Scaling out, the
-// new size at once. Scaling in keeps the larger size until reconcileScale shrinks it.
-func heldSize(s *scope) int32 {
+// field manager took it, status.statefulSetReplicas remembers). It is a fact about the
+// objects; the size the StatefulSet is held at in the decided phase is heldSize's.
+func appliedSize(s *scope) int32 {
 	rc := s.cluster
 	if !formedOnce(&rc.Status) {
 		return rc.Spec.Replicas
 	}
-	held := rc.Spec.Replicas
 	live, ours := appliedReplicas(s.statefulSet)
 	switch {
 	case ours:
-		held = live
+		return live
 	case rc.Status.StatefulSetReplicas > 0:
-		held = rc.Status.StatefulSetReplicas
+		return rc.Status.StatefulSetReplicas
 	case s.statefulSet != nil && s.statefulSet.Spec.Replicas != nil:
 		// Formed by an operator that kept no record: its live size is all there is.
-		held = *s.statefulSet.Spec.Replicas
+		return *s.statefulSet.Spec.Replicas
 	}
-	if fsm.Phase(rc.Status.Phase) == fsm.Scaling && rc.Spec.Replicas > held {
-		held = rc.Spec.Replicas
-	}
-	return held
-}
-
-// resizedBy says who resized the StatefulSet away from the held size, "" when nobody
-// did: the operator's own resizes keep spec.replicas in its managed fields.
-func resizedBy(s *scope) string {
-	sts := s.statefulSet
-	if sts == nil || sts.Spec.Replicas == nil || *sts.Spec.Replicas == s.held {
-		return ""
-	}
-	if _, ours := appliedReplicas(sts); ours {
-		return ""
-	}
-	by := replicasManager(sts)
-	if by == "" {
-		by = "another field manager"
-	}
-	return fmt.Sprintf("StatefulSet %s was resized to %d pods outside the operator (by %s); put back to %d, the size this RedisCluster holds: resize with spec.replicas (kubectl scale rec/%s) instead",
-		sts.Name, *sts.Spec.Replicas, by, s.held, s.cluster.Name)
+	return rc.Spec.Replicas
 }
 
 // compareTemplate sets s.templateChanged when the rendered pod template differs from the
-// one last applied, before holdFormedStatefulSet puts the applied one back.
+// one last applied.
 func (r *Reconciler) compareTemplate(s *scope) error {
 	if s.statefulSet == nil {
 		return nil
@@ -253,43 +222,6 @@ func (r *Reconciler) compareTemplate(s *scope) error {
 		s.templateChanged = changed
 	}
 	return nil
-}
-
-// holdFormedStatefulSet keeps the StatefulSet at the held size (heldSize) and a formed
-// cluster's, but in Upgrading, at its applied pod template. A new template (and the
-// ConfigMap it reads) is applied only by the Upgrading phase, which then restarts the
-// pods itself (the StatefulSet is OnDelete), failing each master over first; any other
-// phase keeps the template so Running only decides to upgrade.
-func holdFormedStatefulSet(s *scope) {
-	for _, obj := range s.rendered {
-		if obj.GetKind() == "StatefulSet" {
-			_ = unstructured.SetNestedField(obj.Object, int64(s.held), "spec", "replicas")
-		}
-	}
-	if !formedOnce(&s.cluster.Status) || s.statefulSet == nil {
-		return
-	}
-	upgrading := fsm.Phase(s.cluster.Status.Phase) == fsm.Upgrading || revertingFailed(s.cluster)
-	owned, err := extractOwned(s.statefulSet)
-	if err != nil {
-		return
-	}
-	appliedTemplate, found, _ := unstructured.NestedFieldCopy(owned, "spec", "template")
-	kept := s.rendered[:0]
-	for _, obj := range s.rendered {
-		// The ConfigMap feeds the pod template (its hash is a template annotation): while
-		// the template is held, so is the configuration a restarted pod would read.
-		if obj.GetKind() == "ConfigMap" && s.templateChanged && !upgrading {
-			continue
-		}
-		kept = append(kept, obj)
-	}
-	s.rendered = kept
-	for _, obj := range s.rendered {
-		if obj.GetKind() == "StatefulSet" && found && !upgrading {
-			_ = unstructured.SetNestedField(obj.Object, appliedTemplate, "spec", "template")
-		}
-	}
 }
 
 // podTemplateDiffers reports whether the rendered pod template differs from the applied
@@ -326,24 +258,33 @@ func (r *Reconciler) observeRedis(ctx context.Context, s *scope) {
 		return
 	}
 	s.redis = st
-	if fsm.Phase(s.cluster.Status.Phase) == fsm.Upgrading {
-		s.replication = observeReplication(ctx, f, st)
-	}
+	s.replication = observeReplication(ctx, f, st)
 }
 
-// observeReplication reads INFO replication from every reachable replica. A replica that
-// does not answer is left out, so it is neither a failover target nor counted in sync.
+// observeReplication reads INFO replication from every reachable replica, all at once so
+// it costs one round trip. A replica that does not answer is left out, so it is neither a
+// failover target nor counted in sync. Only Upgrading's guard and failover read it, but
+// observing does not know the phase: it reads the same facts in every phase.
 func observeReplication(ctx context.Context, f redis.Factory, st *redis.ClusterState) map[string]redis.Replication {
 	out := map[string]redis.Replication{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
 	for i := range st.Members {
 		m := &st.Members[i]
 		if self := m.Self(); self == nil || !self.Replica {
 			continue
 		}
-		if r, err := f.For(m.Addr).Replication(ctx); err == nil {
-			out[m.Pod] = r
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r, err := f.For(m.Addr).Replication(ctx); err == nil {
+				mu.Lock()
+				out[m.Pod] = r
+				mu.Unlock()
+			}
+		}()
 	}
+	wg.Wait()
 	return out
 }
 

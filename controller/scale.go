@@ -52,7 +52,7 @@ func splitList(s string) []string {
 }
 
 // reconcileScale takes one bounded step of a resize (redis.Scale). Scale-out: the
-// StatefulSet already has the new size (holdFormedStatefulSet lets it through in Scaling);
+// StatefulSet already has the new size (heldSize lets it through in Scaling);
 // once every pod runs and answers, the new nodes are met, the new masters receive slots
 // per updateStrategy and the rest become replicas. Scale-in: the slots move off the
 // leaving masters, every kept node forgets the leaving ones (which are reset), and only
@@ -82,7 +82,8 @@ func (r *Reconciler) reconcileScale(ctx context.Context, s *scope) (ctrl.Result,
 	}
 	req, err := scaleRequest(rc, desired)
 	if err != nil {
-		return ctrl.Result{RequeueAfter: requeueFailed}, r.redecide(s, err)
+		// decide has failed the phase already (cannotProceed); a paused cluster does not act.
+		return ctrl.Result{RequeueAfter: requeueFailed}, nil
 	}
 	if desired > current {
 		req.Keep = need
@@ -104,7 +105,7 @@ func (r *Reconciler) reconcileScale(ctx context.Context, s *scope) (ctrl.Result,
 		reason, msg := scaleRefusal(rc, err, current, desired)
 		r.warnOnce(s, reason, msg)
 		s.reason = "" // the phase's own reason carries msg: say it once
-		return ctrl.Result{RequeueAfter: requeueFailed}, r.redecide(s, errors.New(msg))
+		return ctrl.Result{RequeueAfter: requeueFailed}, r.decideAgainAfterRefusal(s, errors.New(msg))
 	case errors.As(err, &stuck):
 		// Each try blocks the source for up to MIGRATE's timeout: come back after the
 		// backoff, not at once.
@@ -120,7 +121,7 @@ func (r *Reconciler) reconcileScale(ctx context.Context, s *scope) (ctrl.Result,
 	}
 	if p.Done && current > desired {
 		// The leaving nodes hold nothing and nobody knows them: shrink the StatefulSet.
-		for _, obj := range s.rendered {
+		for _, obj := range s.desired {
 			if obj.GetKind() == "StatefulSet" {
 				_ = unstructured.SetNestedField(obj.Object, int64(desired), "spec", "replicas")
 				s.stale = []*unstructured.Unstructured{obj}

@@ -6,6 +6,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 	"github.com/hc-middleware/redis-cluster-operator/fsm"
@@ -21,7 +22,8 @@ type scope struct {
 	// now is the reconcile's clock reading, used for time-outs and transition times (Reconcile).
 	now time.Time
 
-	// rendered are the objects the spec renders to, in apply order (observeSpec).
+	// rendered are the objects the spec renders to, in apply order, as rendered
+	// (observeSpec). Never edited: decide derives s.desired from them.
 	rendered []*unstructured.Unstructured
 	// password is the Redis password from spec.passwordSecret, "" without one (observeSpec).
 	password string
@@ -34,16 +36,14 @@ type scope struct {
 	pods []*corev1.Pod
 	// members are the pods that run Redis and can be reached, in ordinal order (observeKubernetes).
 	members []redis.Member
-	// stale are the rendered objects the server does not hold as rendered, in apply order (observeKubernetes).
-	stale []*unstructured.Unstructured
+	// live are the rendered objects' live copies this RedisCluster controls, by kind/name
+	// (objectKey); an absent or foreign object has no entry (observeKubernetes).
+	live map[string]client.Object
 	// templateChanged is true when the rendered pod template differs from the applied one (observeKubernetes).
 	templateChanged bool
-	// held is the size the StatefulSet is held at in this phase (observeKubernetes, see
-	// heldSize); applyObjects updates it when it applies another size.
-	held int32
-	// resized says who resized the StatefulSet behind the operator's back, "" when
-	// nobody did (observeKubernetes); act reports the revert once applied.
-	resized string
+	// appliedSize is the size the operator last gave the StatefulSet (observeKubernetes,
+	// see appliedSize); the members are the pods below it.
+	appliedSize int32
 
 	// redis is the Redis cluster's own view, read from every member; nil when no member
 	// is reachable yet (observeRedis).
@@ -54,14 +54,29 @@ type scope struct {
 	// Upgrading, where it picks the failover target and guards the end (observeRedis).
 	replication map[string]redis.Replication
 
-	// decision is what the phase machine decided for this reconcile (evaluate).
+	// decision is what the phase machine decided for this reconcile (decide).
 	decision fsm.Decision
+
+	// desired are the objects the decided phase applies: the rendered ones with the
+	// StatefulSet's size and, outside Upgrading, its template held (decide, deriveDesired).
+	desired []*unstructured.Unstructured
+	// stale are the desired objects the server does not hold as desired, in apply order (decide).
+	stale []*unstructured.Unstructured
+	// held is the size the StatefulSet is held at in the decided phase (decide, see
+	// heldSize); applyObjects updates it when it applies another size.
+	held int32
+	// resized says who resized the StatefulSet behind the operator's back, "" when
+	// nobody did (decide); act reports the revert once applied.
+	resized string
 
 	// reason explains the phase in words for status.reason (any step).
 	reason string
 	// notices are problems that do not stop the reconcile (a name another RedisCluster
 	// also wants), appended to status.reason (any step, through notice).
 	notices []string
+	// appliedStatefulSet is true once this reconcile applied the StatefulSet, whose
+	// observed copy (s.statefulSet) is then stale (applyObjects).
+	appliedStatefulSet bool
 	// released is true once the finalizer was removed and the CR may vanish (reconcileDeletion).
 	released bool
 }

@@ -38,9 +38,10 @@ type failoverSent struct {
 // replicas first, then each master once it was failed over to a replica that already runs
 // the new template, which leaves the old master a replica to restart like the others.
 func (r *Reconciler) reconcileUpgrade(ctx context.Context, s *scope) (ctrl.Result, error) {
-	if s.decision.Changed() {
-		// The new template was just applied (or is applied on the next pass): let the
-		// StatefulSet controller compute its revision first.
+	if s.appliedStatefulSet {
+		// A template was applied in this reconcile (the one that enters Upgrading applies
+		// the new template), so the StatefulSet observed before says the old revision: let
+		// the StatefulSet controller compute the new one first.
 		return ctrl.Result{RequeueAfter: requeueSoon}, nil
 	}
 	if wait, msg := r.failoverInFlight(s); wait {
@@ -158,13 +159,33 @@ func (r *Reconciler) upgradeMaster(ctx context.Context, s *scope, m *redis.Membe
 		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
 	}
 	if !persistentData(s.cluster) {
-		err := fmt.Errorf("spec.pod[0].volumes: master %s has no replica to fail over to (replicasPerMaster 0) and its data does not outlive its pod (%s), so restarting it on the new template would lose its keys; set replicasPerMaster, or a persistent volume type (nfs, volumeClaimTemplate), or set the template back to recover", m.Pod, s.cluster.Spec.PodTemplate().Volumes.Type)
-		r.warnOnce(s, ReasonUpgrade, err.Error())
-		return ctrl.Result{RequeueAfter: requeueFailed}, r.redecide(s, err)
+		// decide has failed the phase already (upgradeLosesData); only a paused cluster
+		// could get here, and it does not act.
+		return ctrl.Result{RequeueAfter: requeueFailed}, nil
 	}
 	r.Recorder.Eventf(s.cluster, corev1.EventTypeWarning, ReasonUpgrade,
 		"Restarting master %s, which has no replica, on the new template: its slots are unavailable until it is back", m.Pod)
 	return r.restartPod(ctx, s, m.Pod, "")
+}
+
+// upgradeLosesData says why the roll cannot go on without losing keys, nil when it can:
+// the next pod to restart is a master with no replica to fail over to (replicasPerMaster
+// 0) whose data does not outlive its pod. A fact decide knows before acting, so the
+// cluster fails instead of restarting it.
+func upgradeLosesData(s *scope) error {
+	rc := s.cluster
+	if rc.Spec.ReplicasPerMasterOrDefault() > 0 || persistentData(rc) || s.redis == nil ||
+		rc.Spec.PodTemplate().UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType {
+		return nil
+	}
+	rev, ok := updateRevision(s)
+	if !ok {
+		return nil
+	}
+	if m, master := nextRestart(s, rev); master {
+		return fmt.Errorf("spec.pod[0].volumes: master %s has no replica to fail over to (replicasPerMaster 0) and its data does not outlive its pod (%s), so restarting it on the new template would lose its keys; set replicasPerMaster, or a persistent volume type (nfs, volumeClaimTemplate), or set the template back to recover", m.Pod, rc.Spec.PodTemplate().Volumes.Type)
+	}
+	return nil
 }
 
 // failOver sends CLUSTER FAILOVER to the target replica and remembers it, so the next
