@@ -2,15 +2,12 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/hc-middleware/redis-cluster-operator/fsm"
 	"github.com/hc-middleware/redis-cluster-operator/redis"
@@ -28,14 +25,35 @@ const (
 	bootstrapBudget = 30 * time.Second
 )
 
-// act does what the decided phase needs. Paused and Deleting clusters are never written
-// to (but for the foreground finalizer of a deleted one).
+// phaseAction is what one phase does, once the preamble of act is done.
+type phaseAction func(r *Reconciler, ctx context.Context, s *scope) (ctrl.Result, error)
+
+// phaseActions is the act table: one entry per phase, each in its own file
+// (act_<phase>.go), so changing what a phase does touches that file and its tests.
+var phaseActions = map[fsm.Phase]phaseAction{
+	fsm.None:      (*Reconciler).actNone,
+	fsm.Creating:  (*Reconciler).actCreating,
+	fsm.Running:   (*Reconciler).actRunning,
+	fsm.Scaling:   (*Reconciler).actScaling,
+	fsm.Upgrading: (*Reconciler).actUpgrading,
+	fsm.Failed:    (*Reconciler).actFailed,
+	fsm.Deleting:  (*Reconciler).actDeleting,
+}
+
+// act does what the decided phase needs: the preamble every phase but Deleting shares
+// (pause, a refused spec, applying the desired objects), then the phase's own action
+// from phaseActions. Paused and Deleting clusters are never written to (but for the
+// foreground finalizer of a deleted one).
 func (r *Reconciler) act(ctx context.Context, s *scope) (ctrl.Result, error) {
-	d := s.decision
-	switch {
-	case d.Phase == fsm.Deleting:
-		return r.reconcileDeletion(ctx, s)
-	case s.cluster.Spec.Pause:
+	phase := s.decision.Phase
+	action, ok := phaseActions[phase]
+	if !ok {
+		return ctrl.Result{}, fmt.Errorf("failed to act for RedisCluster %s: no action for phase %q", s.cluster.Name, phase)
+	}
+	if phase == fsm.Deleting {
+		return action(r, ctx, s)
+	}
+	if s.cluster.Spec.Pause {
 		return ctrl.Result{}, nil
 	}
 	for _, n := range s.notices {
@@ -56,91 +74,7 @@ func (r *Reconciler) act(ctx context.Context, s *scope) (ctrl.Result, error) {
 			s.notices = append(s.notices, s.resized)
 		}
 	}
-	switch d.Phase {
-	case fsm.Creating:
-		return r.reconcileBootstrap(ctx, s)
-	case fsm.Running:
-		if d.Changed() {
-			return ctrl.Result{Requeue: true}, nil
-		}
-		if needsHealing(s) {
-			// A pod restarting, back at a new address or empty, a lost node: heal once
-			// every pod answers, and look again soon so the status catches up.
-			return r.reconcileHeal(ctx, s)
-		}
-		return ctrl.Result{RequeueAfter: requeueRunning}, nil
-	case fsm.Upgrading:
-		return r.reconcileUpgrade(ctx, s)
-	case fsm.Scaling:
-		return r.reconcileScale(ctx, s)
-	case fsm.Failed:
-		if !formedOnce(&s.cluster.Status) {
-			// Creating failed (timed out waiting for pods, say): once the cause is gone
-			// the bootstrap finishes, and the cluster recovers to Running.
-			return r.reconcileBootstrap(ctx, s)
-		}
-		if res, done, err := r.rollBackFromFailed(ctx, s); done {
-			return res, err
-		}
-		if needsHealing(s) {
-			// Broken by lost slots, or a cause that healing removes (every pod back at a
-			// new address): heal what can be healed; lost slots stay lost.
-			return r.reconcileHeal(ctx, s)
-		}
-		return ctrl.Result{RequeueAfter: requeueFailed}, nil
-	default:
-		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
-	}
-}
-
-// reconcileBootstrap forms the Redis cluster once every pod is Ready: meet, slots,
-// replicas. It is idempotent (each call plans from what Redis says now), so an operator
-// that died half-way finishes the job after a restart.
-func (r *Reconciler) reconcileBootstrap(ctx context.Context, s *scope) (ctrl.Result, error) {
-	// The bootstrap starts once every pod runs and its Redis answers, without waiting for
-	// the readiness probe: Redis holds a master's cluster_state at fail for up to 5 s after
-	// it gets its slots (the rejoin delay), and that wait then overlaps the probe's initial
-	// delay instead of following it. Running still waits for every pod to be Ready.
-	if up := s.podsUp(); up < s.desiredReplicas() {
-		s.reason = fmt.Sprintf("%d/%d pods running, %d ready", up, s.desiredReplicas(), s.readyPods())
-		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
-	}
-	if s.redis == nil || !s.redis.AllReachable() {
-		unreachable := []string{"all"}
-		if s.redis != nil {
-			unreachable = s.redis.Unreachable()
-		}
-		if s.readyPods() < s.desiredReplicas() {
-			// Just started: Redis opens its port a moment after the pod runs.
-			s.reason = "Waiting for Redis to answer on pods " + strings.Join(unreachable, ", ")
-			return ctrl.Result{RequeueAfter: requeueSoon}, nil
-		}
-		// Ready pods whose Redis does not answer the operator (a wrong password, a network
-		// policy): the bootstrap would only spin; say which pods and look again later.
-		r.warnOnce(s, ReasonRedisError, fmt.Sprintf("Redis does not answer the operator on Ready pods %s", strings.Join(unreachable, ", ")))
-		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
-	}
-	rc := s.cluster
-	f := r.redis.factory(client.ObjectKeyFromObject(rc), s.password)
-	bctx, cancel := context.WithTimeout(ctx, bootstrapBudget)
-	defer cancel()
-	log.FromContext(ctx).Info("Forming Redis cluster", "members", len(s.members), "masters", rc.Spec.Masters())
-	p, err := redis.Bootstrap(bctx, f, s.members[:s.desiredReplicas()], int(rc.Spec.Masters()), int(rc.Spec.ReplicasPerMasterOrDefault()))
-	r.recordActions(s, p.Actions)
-	switch {
-	case errors.Is(err, redis.ErrRefused):
-		r.warnOnce(s, ReasonRedisError, err.Error())
-		return ctrl.Result{RequeueAfter: requeueFailed}, r.decideAgainAfterRefusal(s, err)
-	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-		s.reason = "Bootstrap in progress: " + p.Phase
-		return ctrl.Result{Requeue: true}, nil
-	case err != nil:
-		r.warnOnce(s, ReasonRedisError, err.Error())
-		return ctrl.Result{}, err
-	}
-	s.reason = "Bootstrap: " + p.Phase
-	// Formed: look again at once, so the phase machine sees it and moves to Running.
-	return ctrl.Result{Requeue: true}, nil
+	return action(r, ctx, s)
 }
 
 // recordActions emits one Normal event per kind of Redis write, listing what was done,

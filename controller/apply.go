@@ -12,8 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 )
@@ -32,6 +34,7 @@ func (r *Reconciler) applyObjects(ctx context.Context, s *scope) ([]string, erro
 	for _, desired := range s.stale {
 		// A fresh copy each time: Apply writes the server's answer back into its argument.
 		obj := desired.DeepCopy()
+		logApply(ctx, s, desired)
 		if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj),
 			client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 			err = fmt.Errorf("failed to apply %s %s: %w", desired.GetKind(), desired.GetName(), err)
@@ -47,6 +50,19 @@ func (r *Reconciler) applyObjects(ctx context.Context, s *scope) ([]string, erro
 		applied = append(applied, desired.GetKind()+"/"+desired.GetName())
 	}
 	return applied, nil
+}
+
+// logApply says what is about to be applied; a StatefulSet whose size changes (a scale-out,
+// a revert of a hand resize) says so, with both sizes.
+func logApply(ctx context.Context, s *scope, desired *unstructured.Unstructured) {
+	logger := log.FromContext(ctx)
+	kind := desired.GetKind()
+	n, found, _ := unstructured.NestedInt64(desired.Object, "spec", "replicas")
+	if sts := s.statefulSet; kind == "StatefulSet" && found && sts != nil && sts.Spec.Replicas != nil && int64(*sts.Spec.Replicas) != n {
+		logger.Info("Resizing StatefulSet", "StatefulSet", klog.KObj(desired), "from", *sts.Spec.Replicas, "to", n)
+		return
+	}
+	logger.V(1).Info("Applying "+kind, kind, klog.KObj(desired))
 }
 
 // Names of the objects a RedisCluster renders (docs/architecture.md; a test checks them

@@ -8,8 +8,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 	"github.com/hc-middleware/redis-cluster-operator/fsm"
@@ -150,6 +152,7 @@ func (r *Reconciler) rollBackFailingPod(ctx context.Context, s *scope, rev strin
 		s.reason = fmt.Sprintf("Pod %s %s on an outdated revision; it is not replaced yet: %s", pod.Name, why, unsafe)
 		return ctrl.Result{RequeueAfter: requeueWaiting}, true, nil
 	}
+	log.FromContext(ctx).Info("Deleting Pod", "Pod", klog.KObj(pod), "reason", "rollback: failing on an outdated revision")
 	if err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, true, fmt.Errorf("failed to delete pod %s: %w", pod.Name, err)
 	}

@@ -7,8 +7,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 	"github.com/hc-middleware/redis-cluster-operator/redis"
@@ -31,6 +33,12 @@ const (
 type failoverSent struct {
 	replicaID, replicaPod, masterPod string
 	at                               time.Time
+}
+
+// actUpgrading rolls the pods onto the new template, one step per reconcile
+// (reconcileUpgrade; the rollback rule is in upgrade_rollback.go).
+func (r *Reconciler) actUpgrading(ctx context.Context, s *scope) (ctrl.Result, error) {
+	return r.reconcileUpgrade(ctx, s)
 }
 
 // reconcileUpgrade takes one step of the rolling upgrade. The StatefulSet is OnDelete, so
@@ -192,6 +200,7 @@ func upgradeLosesData(s *scope) error {
 // reconciles wait for the roles to swap instead of sending it again.
 func (r *Reconciler) failOver(ctx context.Context, s *scope, m, target *redis.MemberState) (ctrl.Result, error) {
 	f := r.redis.factory(client.ObjectKeyFromObject(s.cluster), s.password)
+	log.FromContext(ctx).Info("Failing over master", "Pod", klog.KRef(s.cluster.Namespace, m.Pod), "replica", klog.KRef(s.cluster.Namespace, target.Pod), "command", "CLUSTER FAILOVER")
 	if err := f.For(target.Addr).Failover(ctx); err != nil {
 		r.warnOnce(s, ReasonRedisError, err.Error())
 		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
@@ -240,6 +249,7 @@ func (r *Reconciler) restartPod(ctx context.Context, s *scope, name, event strin
 	if pod == nil {
 		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
 	}
+	log.FromContext(ctx).Info("Deleting Pod", "Pod", klog.KObj(pod), "reason", "restart on the new template")
 	if err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to delete pod %s: %w", name, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -49,6 +50,11 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// actScaling resizes the cluster, one bounded step per reconcile (reconcileScale).
+func (r *Reconciler) actScaling(ctx context.Context, s *scope) (ctrl.Result, error) {
+	return r.reconcileScale(ctx, s)
 }
 
 // reconcileScale takes one bounded step of a resize (redis.Scale). Scale-out: the
@@ -121,6 +127,7 @@ func (r *Reconciler) reconcileScale(ctx context.Context, s *scope) (ctrl.Result,
 	}
 	if p.Done && current > desired {
 		// The leaving nodes hold nothing and nobody knows them: shrink the StatefulSet.
+		log.FromContext(ctx).Info("Shrinking StatefulSet", "StatefulSet", klog.KRef(rc.Namespace, rc.Name), "replicas", desired)
 		for _, obj := range s.desired {
 			if obj.GetKind() == "StatefulSet" {
 				_ = unstructured.SetNestedField(obj.Object, int64(desired), "spec", "replicas")

@@ -1,0 +1,22 @@
+package controller
+
+import (
+	"context"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+)
+
+// actRunning watches a formed cluster: it heals what is not whole (heal.go) and writes
+// nothing to a healthy one. A Running cluster keeps its StatefulSet's size and template
+// (decide holds them); Scaling and Upgrading change them.
+func (r *Reconciler) actRunning(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if s.decision.Changed() {
+		return ctrl.Result{Requeue: true}, nil
+	}
+	if needsHealing(s) {
+		// A pod restarting, back at a new address or empty, a lost node: heal once
+		// every pod answers, and look again soon so the status catches up.
+		return r.reconcileHeal(ctx, s)
+	}
+	return ctrl.Result{RequeueAfter: requeueRunning}, nil
+}
