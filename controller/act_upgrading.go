@@ -111,17 +111,11 @@ func (r *Reconciler) warnStopped(s *scope, msg string) {
 // one is not caught up and why; "" when all are.
 func (r *Reconciler) replicaBehind(ctx context.Context, s *scope) string {
 	f := r.redis.factory(client.ObjectKeyFromObject(s.cluster), s.password)
-	for i := range s.redis.Members {
-		m := &s.redis.Members[i]
-		self := m.Self()
-		if self == nil || !self.Replica {
-			continue
+	for _, p := range s.redis.ReplicasAndMasters() {
+		if p.Master == nil {
+			return fmt.Sprintf("Waiting for the master of replica %s to be a member", p.Replica.Pod)
 		}
-		master := memberByID(s.redis, self.MasterID)
-		if master == nil {
-			return fmt.Sprintf("Waiting for the master of replica %s to be a member", m.Pod)
-		}
-		if why := r.syncWait(ctx, f, master, m); why != "" {
+		if why := r.syncWait(ctx, f, p.Master, p.Replica); why != "" {
 			return why
 		}
 	}
@@ -138,15 +132,6 @@ func (r *Reconciler) syncWait(ctx context.Context, f redis.Factory, master, repl
 		return fmt.Sprintf("Waiting for replica %s to catch up with its master %s: %s", replica.Pod, master.Pod, c.Why())
 	}
 	return ""
-}
-
-func memberByID(st *redis.ClusterState, id string) *redis.MemberState {
-	for i := range st.Members {
-		if st.Members[i].ID() == id {
-			return &st.Members[i]
-		}
-	}
-	return nil
 }
 
 // upgradeMaster fails the master over to an updated, in-sync replica; a master with no
@@ -223,24 +208,11 @@ func (r *Reconciler) failoverInFlight(s *scope) (bool, string) {
 		return false, ""
 	}
 	sent := v.(failoverSent)
-	if swapped(s.redis, sent.replicaID) || s.now.Sub(sent.at) > failoverWait {
+	if s.redis.AllSeeMaster(sent.replicaID) || s.now.Sub(sent.at) > failoverWait {
 		r.failovers.Delete(key)
 		return false, ""
 	}
 	return true, fmt.Sprintf("Waiting for %s to take over from %s", sent.replicaPod, sent.masterPod)
-}
-
-// swapped reports whether every member agrees that the node id is a master.
-func swapped(st *redis.ClusterState, id string) bool {
-	if st == nil || !st.Agreed() {
-		return false
-	}
-	for _, f := range st.Facts() {
-		if f.NodeID == id {
-			return f.Role == "master"
-		}
-	}
-	return false
 }
 
 // restartPod deletes the pod; the StatefulSet recreates it on the update revision.

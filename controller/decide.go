@@ -9,7 +9,6 @@ import (
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 	"github.com/hc-middleware/redis-cluster-operator/fsm"
-	"github.com/hc-middleware/redis-cluster-operator/redis"
 )
 
 // decide reduces what was observed to the facts the guards read (observation, with every
@@ -80,7 +79,7 @@ func (r *Reconciler) observation(s *scope) fsm.Observation {
 			o.SlotsPlaced = scalePlaced(s)
 			o.RemovedNodesForgotten = o.RemovedNodesForgotten && st.KnowsOnly() && len(st.Members) == s.desiredReplicas()
 		}
-		o.ReplicasInSync = st.NoFailures() && allLinksUp(st) && replicationInSync(s)
+		o.ReplicasInSync = st.NoFailures() && st.ReplicaLinksUp() && replicationInSync(s)
 		// Slots whose master and every replica are gone (or that nobody claims) stay down
 		// until a human restores them: healing cannot invent their keys. A master that is
 		// only down, with a replica to promote, is not broken.
@@ -94,70 +93,17 @@ func (r *Reconciler) observation(s *scope) fsm.Observation {
 // which anyone can change), so an unreachable cluster does not look resized.
 func observedSize(s *scope) int32 {
 	if st := s.redis; st != nil && st.AllReachable() && len(st.Members) >= s.desiredReplicas() {
-		return int32(reachableNodes(st))
+		return int32(st.ReachableNodes())
 	}
 	if s.redis != nil {
-		for i := range s.redis.Members {
-			m := &s.redis.Members[i]
-			if !m.Reachable() {
-				continue
-			}
-			n := int32(0)
-			for _, node := range m.Nodes {
-				if !node.Handshake {
-					n++
-				}
-			}
-			if n > 1 || len(s.redis.Members) == 1 {
-				return n
-			}
+		if n, ok := s.redis.KnownSize(); ok {
+			return int32(n)
 		}
 	}
 	if s.appliedSize > 0 {
 		return s.appliedSize
 	}
 	return s.cluster.Spec.Replicas
-}
-
-// reachableNodes counts the members plus every other node some member sees connected and
-// not failing. A node no member reaches (the node a pod deleted with an emptyDir leaves
-// behind, until healing forgets it) is not part of the cluster's size: counting it would
-// read a pod coming back empty as a resize.
-func reachableNodes(st *redis.ClusterState) int {
-	ids := map[string]bool{}
-	for _, id := range st.IDs() {
-		ids[id] = true
-	}
-	others := map[string]bool{}
-	for i := range st.Members {
-		for _, n := range st.Members[i].Nodes {
-			if !ids[n.ID] && !n.Handshake && n.Connected && !n.Fail && !n.PFail && !n.NoAddr {
-				others[n.ID] = true
-			}
-		}
-	}
-	return len(ids) + len(others)
-}
-
-// allLinksUp reports whether every replica sees its master's link connected.
-func allLinksUp(st *redis.ClusterState) bool {
-	for i := range st.Members {
-		m := &st.Members[i]
-		self := m.Self()
-		if self == nil || !self.Replica {
-			continue
-		}
-		up := false
-		for _, n := range m.Nodes {
-			if n.ID == self.MasterID {
-				up = n.Connected && !n.Fail && !n.PFail
-			}
-		}
-		if !up {
-			return false
-		}
-	}
-	return true
 }
 
 // timedOut compares how long the current phase has lasted with the operator's timeout

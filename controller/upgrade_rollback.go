@@ -15,7 +15,6 @@ import (
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 	"github.com/hc-middleware/redis-cluster-operator/fsm"
-	"github.com/hc-middleware/redis-cluster-operator/redis"
 )
 
 // A failed upgrade and its way back.
@@ -180,7 +179,7 @@ func rollbackUnsafe(s *scope, pod *corev1.Pod) string {
 			answers = true
 		}
 	}
-	slots := slotsHeldAt(s.redis, pod)
+	slots := s.redis.SlotsHeldAt(pod.Status.PodIP, clientPort(pod))
 	switch {
 	case slots.Count() == 0:
 		return ""
@@ -191,21 +190,6 @@ func rollbackUnsafe(s *scope, pod *corev1.Pod) string {
 	}
 	return ""
 }
-
-// slotsHeldAt is the slots any member that answers sees the node at the pod's address own.
-func slotsHeldAt(st *redis.ClusterState, pod *corev1.Pod) redis.SlotRanges {
-	var out redis.SlotRanges
-	port := clientPort(pod)
-	for i := range st.Members {
-		for _, n := range st.Members[i].Nodes {
-			if n.IP == pod.Status.PodIP && n.Port == port && n.Master && n.Slots.Count() > out.Count() {
-				out = n.Slots
-			}
-		}
-	}
-	return out
-}
-
 // revertingFailed reports whether a formed cluster is Failed and its spec was changed
 // since the failure: the pod template is then applied (holdFormedStatefulSet), so a spec
 // set back after a failed upgrade reaches the StatefulSet and the rollback rule can

@@ -1,0 +1,121 @@
+package redis
+
+// Questions about the observed cluster's topology that the controller's guards and the
+// rolling upgrade ask. Pure: they read only the views in the ClusterState.
+
+// MemberByID is the member whose own node ID is id, nil when no reachable member is it.
+func (s *ClusterState) MemberByID(id string) *MemberState {
+	for i := range s.Members {
+		if s.Members[i].ID() == id {
+			return &s.Members[i]
+		}
+	}
+	return nil
+}
+
+// AllSeeMaster reports whether every member agrees on the views and they call node id a
+// master: the roles of a CLUSTER FAILOVER have swapped everywhere.
+func (s *ClusterState) AllSeeMaster(id string) bool {
+	if s == nil || !s.Agreed() {
+		return false
+	}
+	for _, f := range s.Facts() {
+		if f.NodeID == id {
+			return f.Role == RoleMaster
+		}
+	}
+	return false
+}
+
+// ReplicaLinksUp reports whether every replica member sees its master's link connected
+// and not failing.
+func (s *ClusterState) ReplicaLinksUp() bool {
+	for i := range s.Members {
+		m := &s.Members[i]
+		self := m.Self()
+		if self == nil || !self.Replica {
+			continue
+		}
+		master := m.find(self.MasterID)
+		if master == nil || !master.Connected || master.Fail || master.PFail {
+			return false
+		}
+	}
+	return true
+}
+
+// ReachableNodes counts the members plus every other node some member sees connected
+// and not failing. A node no member reaches (the node a pod deleted with an emptyDir
+// leaves behind, until healing forgets it) is not part of the cluster's size: counting it
+// would read a pod coming back empty as a resize.
+func (s *ClusterState) ReachableNodes() int {
+	ids := map[string]bool{}
+	for _, id := range s.IDs() {
+		ids[id] = true
+	}
+	others := map[string]bool{}
+	for i := range s.Members {
+		for _, n := range s.Members[i].Nodes {
+			if !ids[n.ID] && !n.Handshake && n.Connected && !n.Fail && !n.PFail && !n.NoAddr {
+				others[n.ID] = true
+			}
+		}
+	}
+	return len(ids) + len(others)
+}
+
+// KnownSize is the number of nodes (handshakes aside) in the view of the first reachable
+// member that knows another node, or of the only member; false when no member qualifies.
+// It is the cluster's size while some members do not answer.
+func (s *ClusterState) KnownSize() (int, bool) {
+	for i := range s.Members {
+		m := &s.Members[i]
+		if !m.Reachable() {
+			continue
+		}
+		n := 0
+		for _, node := range m.Nodes {
+			if !node.Handshake {
+				n++
+			}
+		}
+		if n > 1 || len(s.Members) == 1 {
+			return n, true
+		}
+	}
+	return 0, false
+}
+
+// ReplicaOfMember is a replica member and its master's member, nil when the master is
+// not a reachable member.
+type ReplicaOfMember struct {
+	Replica, Master *MemberState
+}
+
+// ReplicasAndMasters lists every replica member with its master, in member order.
+func (s *ClusterState) ReplicasAndMasters() []ReplicaOfMember {
+	var out []ReplicaOfMember
+	for i := range s.Members {
+		m := &s.Members[i]
+		self := m.Self()
+		if self == nil || !self.Replica {
+			continue
+		}
+		out = append(out, ReplicaOfMember{Replica: m, Master: s.MemberByID(self.MasterID)})
+	}
+	return out
+}
+
+// SlotsHeldAt is the largest set of slots any member that answers sees the master at
+// ip:port own: what could be lost with the node at that address.
+func (s *ClusterState) SlotsHeldAt(ip string, port int) SlotRanges {
+	var out SlotRanges
+	for i := range s.Members {
+		for _, n := range s.Members[i].Nodes {
+			if n.IP == ip && n.Port == port && n.Master && n.Slots.Count() > out.Count() {
+				out = n.Slots
+			}
+		}
+	}
+	return out
+}
