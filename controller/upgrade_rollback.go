@@ -190,6 +190,7 @@ func rollbackUnsafe(s *scope, pod *corev1.Pod) string {
 	}
 	return ""
 }
+
 // revertingFailed reports whether a formed cluster is Failed and its spec was changed
 // since the failure: the pod template is then applied (holdFormedStatefulSet), so a spec
 // set back after a failed upgrade reaches the StatefulSet and the rollback rule can
