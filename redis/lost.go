@@ -4,17 +4,27 @@ package redis
 // node claims in any reachable member's view, and slots of a master flagged fail that has
 // no replica left to take over. A master that is merely down (pfail) or whose replica can
 // be promoted is not lost: Redis Cluster's own failover serves its slots again.
+//
+// A slot is lost only when every member that knows the cluster sees it lost. One view is
+// not enough: a node healing has just met learns the other nodes from gossip before their
+// slot claims reach it, so for a moment its view (often the widest) claims nothing, and
+// reading that as lost slots would fail a healthy cluster. Members that know only
+// themselves (an empty pod not yet met) say nothing about the cluster.
 func (s *ClusterState) LostSlots() SlotRanges {
-	var view []Node
+	var lost SlotRanges
+	seen := false
 	for i := range s.Members {
-		if s.Members[i].Reachable() && len(s.Members[i].Nodes) > len(view) {
-			view = s.Members[i].Nodes // the widest view: the member that knows the most nodes
+		m := &s.Members[i]
+		if !m.Reachable() || (len(m.Nodes) < 2 && len(s.Members) > 1) {
+			continue
+		}
+		if l := lostSlots(m.Nodes); !seen {
+			lost, seen = l, true
+		} else {
+			lost = lost.Intersect(l)
 		}
 	}
-	if view == nil {
-		return nil
-	}
-	return lostSlots(view)
+	return lost.Normalize()
 }
 
 // lostSlots applies LostSlots' rule to one node's CLUSTER NODES view.

@@ -34,3 +34,45 @@ func TestLostSlots(t *testing.T) {
 		t.Fatalf("no reachable member: LostSlots = %v, want none", got)
 	}
 }
+
+// A node healing has just met knows every node from gossip before their slot claims reach
+// it. Its view, the widest, claims nothing: that is not lost slots while the members that
+// know the cluster see every slot served.
+func TestLostSlotsNeedsEveryView(t *testing.T) {
+	rs := func(s string) SlotRanges {
+		r, err := ParseSlotRanges(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	settled := []Node{
+		{ID: "a", Master: true, Myself: true, Slots: rs("0-8191")},
+		{ID: "b", Master: true, Slots: rs("8192-16383")},
+		{ID: "r", Replica: true, MasterID: "a", Fail: true},
+	}
+	fresh := []Node{
+		{ID: "a", Master: true}, {ID: "b", Master: true},
+		{ID: "r", Replica: true, MasterID: "a", Fail: true},
+		{ID: "n", Master: true, Myself: true},
+	}
+	st := &ClusterState{Members: []MemberState{{Nodes: settled}, {Nodes: fresh}}}
+	if got := st.LostSlots(); len(got) != 0 {
+		t.Fatalf("a just-met node's empty view: LostSlots = %v, want none", got)
+	}
+	// Every view sees b failed with no replica: lost.
+	bFailed := func(self string) []Node {
+		return []Node{
+			{ID: "a", Master: true, Myself: self == "a", Slots: rs("0-8191")},
+			{ID: "b", Master: true, Fail: true, Slots: rs("8192-16383")},
+			{ID: "n", Replica: true, MasterID: "a", Myself: self == "n"},
+		}
+	}
+	st = &ClusterState{Members: []MemberState{
+		{Nodes: bFailed("a")}, {Nodes: bFailed("n")},
+		{Nodes: []Node{{ID: "x", Master: true, Myself: true}}}, // an empty pod not yet met
+	}}
+	if got := st.LostSlots().String(); got != "8192-16383" {
+		t.Fatalf("a master failed in every view: LostSlots = %q, want 8192-16383", got)
+	}
+}
