@@ -53,8 +53,14 @@ type Factory interface {
 
 // Options configure the clients of a Factory.
 type Options struct {
-	// Password is sent with AUTH; empty for no password.
-	Password     string
+	// User and Password authenticate every connection (AUTH user password); with User
+	// empty, or unknown to a node, AUTH password alone (the default user). Empty
+	// Password: no AUTH.
+	User     string
+	Password string
+	// OldPasswords are tried after Password, for nodes that do not have it yet (a
+	// rotation under way). MIGRATE always sends Password.
+	OldPasswords []string
 	DialTimeout  time.Duration
 	ReadTimeout  time.Duration
 	WriteTimeout time.Duration
@@ -96,8 +102,10 @@ func (f *factory) For(addr string) Admin {
 	c, ok := f.clients[addr]
 	if !ok {
 		c = goredis.NewClient(&goredis.Options{
-			Addr:         addr,
-			Password:     f.opts.Password,
+			Addr: addr,
+			// AUTH in OnConnect rather than through Password, so a node that does not
+			// know the operator's user yet is asked as the default user.
+			OnConnect:    authOnConnect(f.opts.User, append([]string{f.opts.Password}, f.opts.OldPasswords...)),
 			DialTimeout:  f.opts.DialTimeout,
 			ReadTimeout:  f.opts.ReadTimeout,
 			WriteTimeout: f.opts.WriteTimeout,
@@ -109,7 +117,7 @@ func (f *factory) For(addr string) Admin {
 		}
 		f.clients[addr] = c
 	}
-	return &admin{addr: addr, c: c, password: f.opts.Password}
+	return &admin{addr: addr, c: c, user: f.opts.User, password: f.opts.Password}
 }
 
 func (f *factory) Retain(addrs []string) {
@@ -143,8 +151,9 @@ func (f *factory) Close() error {
 type admin struct {
 	addr string
 	c    *goredis.Client
-	// password is passed on to MIGRATE, which opens its own connection to the target.
-	password string
+	// user and password are passed on to MIGRATE, which opens its own connection to
+	// the target.
+	user, password string
 }
 
 func (a *admin) Addr() string { return a.addr }

@@ -45,8 +45,8 @@ func (a *admin) GetKeysInSlot(ctx context.Context, slot, count int) ([]string, e
 }
 
 // Migrate moves keys to the node at targetAddr (MIGRATE host port "" 0 timeout [REPLACE]
-// [AUTH password] KEYS ...). AUTH with the password alone authenticates as the default
-// user, as the operator's own connections do. The client waits callTimeout(timeout) for
+// [AUTH2 user password | AUTH password] KEYS ...): the target is asked as the operator's
+// own user when the operator has one, as the default user otherwise. The client waits callTimeout(timeout) for
 // the reply, longer than the pool's read timeout, so it never gives up on a MIGRATE that
 // Redis is still running: a caller that left would send its next command to a node still
 // busy with the last one.
@@ -63,7 +63,10 @@ func (a *admin) Migrate(ctx context.Context, targetAddr string, keys []string, r
 	if replace {
 		args = append(args, "replace")
 	}
-	if a.password != "" {
+	switch {
+	case a.user != "" && a.password != "":
+		args = append(args, "auth2", a.user, a.password)
+	case a.password != "":
 		args = append(args, "auth", a.password)
 	}
 	args = append(args, "keys")

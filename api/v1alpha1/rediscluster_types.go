@@ -47,6 +47,7 @@ const FinalizersForeground = "foreground"
 // +kubebuilder:validation:XValidation:rule="self.replicas < 0 || (has(self.replicasPerMaster) ? self.replicasPerMaster : 1) < 0 || (has(self.replicasPerMaster) ? self.replicasPerMaster : 1) > 5 || self.replicas / (1 + (has(self.replicasPerMaster) ? self.replicasPerMaster : 1)) >= 3",message="spec.replicas: a Redis Cluster needs at least 3 masters, so replicas must be at least 3 * (1 + replicasPerMaster)",messageExpression="'spec.replicas: ' + ['0','1','2','3','4','5','6','7','8','9','10','11','12','13','14','15','16','17'][self.replicas] + ' instances with replicasPerMaster ' + ['0','1','2','3','4','5'][(has(self.replicasPerMaster) ? self.replicasPerMaster : 1)] + ' give ' + ['0','1','2'][self.replicas / (1 + (has(self.replicasPerMaster) ? self.replicasPerMaster : 1))] + ' masters; a Redis Cluster needs at least 3'",fieldPath=".replicas",reason="FieldValueInvalid"
 // +kubebuilder:validation:XValidation:rule="(has(self.pod) && size(self.pod) > 0 && has(self.pod[0].volumes) && has(self.pod[0].volumes.type) ? self.pod[0].volumes.type : 'emptyDir') == (has(oldSelf.pod) && size(oldSelf.pod) > 0 && has(oldSelf.pod[0].volumes) && has(oldSelf.pod[0].volumes.type) ? oldSelf.pod[0].volumes.type : 'emptyDir')",messageExpression="'spec.pod[0].volumes.type: cannot change from ' + (has(oldSelf.pod) && size(oldSelf.pod) > 0 && has(oldSelf.pod[0].volumes) && has(oldSelf.pod[0].volumes.type) ? oldSelf.pod[0].volumes.type : 'emptyDir') + ' to ' + (has(self.pod) && size(self.pod) > 0 && has(self.pod[0].volumes) && has(self.pod[0].volumes.type) ? self.pod[0].volumes.type : 'emptyDir') + ' on an existing cluster (the data would be left behind); create a new RedisCluster instead'",fieldPath=".pod",reason="FieldValueForbidden"
 // +kubebuilder:validation:XValidation:rule="!has(self.updateStrategy) || !has(self.updateStrategy.type) || self.updateStrategy.type != 'AssignReceive' || !has(self.updateStrategy.assignStrategies) || self.replicas < 0 || (has(self.replicasPerMaster) ? self.replicasPerMaster : 1) < 0 || size(self.updateStrategy.assignStrategies) <= self.replicas / (1 + (has(self.replicasPerMaster) ? self.replicasPerMaster : 1))",message="spec.updateStrategy.assignStrategies: more entries than masters; entry i is for the i-th master a scale-out adds, so there are at most as many entries as the masters spec.replicas gives (the operator refuses any count other than the masters added)",fieldPath=".updateStrategy.assignStrategies",reason="FieldValueInvalid"
+// +kubebuilder:validation:XValidation:rule="!has(self.users) || size(self.users) == 0 || has(self.passwordSecret)",message="spec.users: ACL users need spec.passwordSecret (without it the default user has no password and every client is allowed everything)",fieldPath=".users",reason="FieldValueRequired"
 type RedisClusterSpec struct {
 	// replicas is the total number of Redis instances (pods), masters and replicas
 	// together (seed: `replicas`). Masters = replicas / (1 + replicasPerMaster); the
@@ -111,11 +112,27 @@ type RedisClusterSpec struct {
 	Pod []RedisPodTemplate `json:"pod,omitempty"`
 
 	// passwordSecret names the Secret key holding the Redis password (addition). When
-	// set, every instance requires it (requirepass and masterauth); the password reaches
-	// Redis only through an environment variable from the Secret, never a ConfigMap, a
-	// log, an event or the status. Default: no password.
+	// set, every instance requires it: it is the password of Redis' default user, of
+	// the operator's own ACL user ("operator", allowed only the commands the operator
+	// sends) and of replication (masterauth). The operator writes it, hashed where Redis
+	// allows, into the Secret NAME-auth, which the pods mount and redis.conf includes: it
+	// is never in a process's arguments, a ConfigMap, a log, an event or the status.
+	// Changing the Secret rotates the password with no restart and no downtime (both
+	// are valid until every instance has the new one; docs/security.md). Default: no
+	// password.
 	// +optional
 	PasswordSecret *SecretKeyReference `json:"passwordSecret,omitempty"`
+
+	// users are application ACL users (addition), each with its password in a Secret
+	// and its ACL rules, applied live to every instance with ACL SETUSER (no restart)
+	// and kept in NAME-auth so a restarted instance has them. Removing an entry deletes
+	// the user (ACL DELUSER). Rules Redis refuses leave the cluster as it was and are
+	// reported naming spec.users[i].rules. Needs passwordSecret. Default: none.
+	// +kubebuilder:validation:MaxItems=100
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Users []RedisUser `json:"users,omitempty"`
 
 	// clientService configures the client Service NAME-client, the one endpoint
 	// clients connect to (addition). Default: type ClusterIP, no annotations.
@@ -136,6 +153,38 @@ type SecretKeyReference struct {
 	// +kubebuilder:validation:MinLength=1
 	// +optional
 	Key string `json:"key,omitempty"`
+}
+
+// RedisUser is an application ACL user (addition).
+//
+// +kubebuilder:validation:XValidation:rule="self.name != 'default' && self.name != 'operator'",message="spec.users[].name: default and operator are the users the operator manages itself; choose another name",fieldPath=".name",reason="FieldValueForbidden"
+type RedisUser struct {
+	// name is the ACL user name: letters, digits, '_', '-' and '.', starting with a
+	// letter or digit, at most 64 characters; not "default" or "operator" (the
+	// operator manages those). Unique within spec.users. Required.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9_.-]*$`
+	// +required
+	Name string `json:"name"`
+
+	// passwordSecret names the Secret key holding this user's password, in the
+	// RedisCluster's namespace. A changed password is applied live; the old one stops
+	// working at once. Required.
+	// +required
+	PasswordSecret SecretKeyReference `json:"passwordSecret"`
+
+	// rules are the user's ACL rules as ACL SETUSER takes them, space-separated, e.g.
+	// "+@read ~app:*" or "+@all -@dangerous ~cache:* &notifications". The user starts
+	// from nothing (reset) and gets these rules, its password and "on". Rules that set
+	// passwords (>, <, #, !, nopass, resetpass) or switch the user on or off are
+	// refused: the password comes from passwordSecret. One line. Required.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:Pattern=`^[^\r\n]*$`
+	// +kubebuilder:validation:XValidation:rule="!self.split(' ').exists(w, w.startsWith('>') || w.startsWith('<') || w.startsWith('#') || w.startsWith('!') || w == 'nopass' || w == 'resetpass' || w == 'on' || w == 'off' || w == 'reset')",message="spec.users[].rules: no password or on/off rules (>, <, #, !, nopass, resetpass, on, off, reset): the password comes from passwordSecret"
+	// +required
+	Rules string `json:"rules"`
 }
 
 // ClientServiceSpec configures the client Service (addition).

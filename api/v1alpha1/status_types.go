@@ -85,6 +85,30 @@ type RedisClusterStatus struct {
 	// +listMapKey=type
 	// +optional
 	ClusterConditions []metav1.Condition `json:"clusterConditions,omitempty"`
+
+	// auth says which password and ACL users the instances have (addition), without
+	// any password: hashes only. Absent without spec.passwordSecret.
+	// +optional
+	Auth *AuthStatus `json:"auth,omitempty"`
+}
+
+// AuthStatus is what the operator applied of spec.passwordSecret and spec.users.
+type AuthStatus struct {
+	// passwordHash identifies the password the instances and the operator use: the
+	// first 16 hex digits of sha256(RedisCluster UID + password), so two clusters with
+	// the same password show different hashes and the value gives no dictionary hint
+	// across clusters.
+	// +optional
+	PasswordHash string `json:"passwordHash,omitempty"`
+
+	// previousPasswordHash is set while a rotation is under way: the password that is
+	// still accepted until every instance has the new one.
+	// +optional
+	PreviousPasswordHash string `json:"previousPasswordHash,omitempty"`
+
+	// users are the spec.users names applied to every instance.
+	// +optional
+	Users []string `json:"users,omitempty"`
 }
 
 // RedisClusterCondition is the state of one Redis instance (seed: an item of

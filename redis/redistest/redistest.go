@@ -23,8 +23,12 @@ var RedisServer = "/usr/bin/redis-server"
 
 // Config shapes the servers.
 type Config struct {
-	// Password sets requirepass and masterauth when not empty.
+	// Password sets requirepass and masterauth when not empty and AuthConf is empty;
+	// with AuthConf it is the default user's password the servers are awaited with.
 	Password string
+	// AuthConf, when set, is written to auth.conf in each server's directory and
+	// included, as the operator's pods include the file of their NAME-auth Secret.
+	AuthConf string
 	// NodeTimeout is cluster-node-timeout; 5000 ms when zero, Redis' default.
 	NodeTimeout time.Duration
 }
@@ -99,7 +103,14 @@ func startOne(dir string, cfg Config) (*Server, error) {
 		"--cluster-node-timeout", strconv.FormatInt(timeout.Milliseconds(), 10),
 		"--save", "", "--appendonly", "no", "--daemonize", "no",
 		"--logfile", filepath.Join(dir, "redis.log")}
-	if cfg.Password != "" {
+	switch {
+	case cfg.AuthConf != "":
+		file := filepath.Join(dir, "auth.conf")
+		if err := os.WriteFile(file, []byte(cfg.AuthConf), 0o600); err != nil {
+			return nil, fmt.Errorf("failed to write %s: %w", file, err)
+		}
+		args = append(args, "--include", file)
+	case cfg.Password != "":
 		args = append(args, "--requirepass", cfg.Password, "--masterauth", cfg.Password)
 	}
 	cmd := exec.Command(RedisServer, args...)

@@ -1,0 +1,141 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Password rotation and application users. Every step is sent to every node and is
+// idempotent, so a step cut short (an operator restart, a node not answering) is simply
+// sent again: ACL SETUSER makes a user exactly what it is given, ACL DELUSER of a missing
+// user and CONFIG SET of the value already set change nothing.
+
+// ApplyUsers makes every user exactly as given on every node, user after user (each user
+// on all nodes before the next), stopping at the first error.
+func ApplyUsers(ctx context.Context, f Factory, addrs []string, users []User) error {
+	for _, u := range users {
+		for _, addr := range addrs {
+			acl, err := ACL(f.For(addr))
+			if err != nil {
+				return err
+			}
+			if err := acl.ACLSetUser(ctx, u); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// DeleteUsers deletes the named users on every node.
+func DeleteUsers(ctx context.Context, f Factory, addrs []string, names []string) error {
+	for _, name := range names {
+		for _, addr := range addrs {
+			acl, err := ACL(f.For(addr))
+			if err != nil {
+				return err
+			}
+			if err := acl.ACLDelUser(ctx, name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// SetMasterAuth makes every node send password to its master.
+func SetMasterAuth(ctx context.Context, f Factory, addrs []string, password string) error {
+	for _, addr := range addrs {
+		acl, err := ACL(f.For(addr))
+		if err != nil {
+			return err
+		}
+		if err := acl.SetMasterAuth(ctx, password); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// MissingUsers lists the nodes that lack one of the names (a node restarted before the
+// file it includes was updated), by address.
+func MissingUsers(ctx context.Context, f Factory, addrs []string, names []string) ([]string, error) {
+	var out []string
+	for _, addr := range addrs {
+		acl, err := ACL(f.For(addr))
+		if err != nil {
+			return nil, err
+		}
+		have, err := acl.ACLUsers(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range names {
+			if !hasString(have, n) {
+				out = append(out, addr)
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+func hasString(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// RulesError is ACL rules Redis refused, with Redis' own words.
+type RulesError struct {
+	User string
+	Err  error
+}
+
+func (e *RulesError) Error() string {
+	return fmt.Sprintf("Redis refuses the rules of user %s: %s", e.User, strings.TrimPrefix(e.Err.Error(), "ERR "))
+}
+func (e *RulesError) Unwrap() error { return e.Err }
+
+// validationUser is the throwaway user rules are tried on, so a refused rule touches no
+// real user.
+const validationUser = "redis-cluster-operator-validate"
+
+// ValidateRules asks one node whether it accepts the rules, by setting them on a
+// throwaway user and deleting it: ACL SETUSER checks every rule, and ACL DRYRUN checks
+// commands, not rules. A refusal is a *RulesError.
+func ValidateRules(ctx context.Context, a Admin, user string, rules []string) error {
+	acl, err := ACL(a)
+	if err != nil {
+		return err
+	}
+	err = acl.ACLSetUser(ctx, User{Name: validationUser, Rules: append([]string{"off"}, rules...)})
+	if delErr := acl.ACLDelUser(ctx, validationUser); delErr != nil && err == nil {
+		return delErr
+	}
+	if isRulesRefusal(err) {
+		return &RulesError{User: user, Err: errors.Unwrap(err)}
+	}
+	return err
+}
+
+// isRulesRefusal tells a refused rule ("ERR Error in ACL SETUSER modifier ...") from a
+// node that could not be asked.
+func isRulesRefusal(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "Error in ACL SETUSER")
+}
+
+// ClusterUsers are the users a password protects: the default user (clients, and
+// replication, which sends masterauth as the default user) and the operator's own, each
+// accepting every password of hashes (two while a rotation is under way).
+func ClusterUsers(hashes ...string) []User {
+	return []User{
+		{Name: DefaultUser, Hashes: hashes, Rules: DefaultRules()},
+		{Name: OperatorUser, Hashes: hashes, Rules: OperatorRules()},
+	}
+}
