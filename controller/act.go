@@ -64,6 +64,10 @@ func (r *Reconciler) act(ctx context.Context, s *scope) (ctrl.Result, error) {
 		// The Secret or ConfigMap a spec names is not watched: look again in a while.
 		return ctrl.Result{RequeueAfter: requeueFailed}, nil
 	}
+	// Before the StatefulSet: its pods mount NAME-auth.
+	if err := r.ensureAuthSecret(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
 	if applied, err := r.applyObjects(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	} else if len(applied) > 0 {

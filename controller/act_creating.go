@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis"
@@ -46,7 +45,7 @@ func (r *Reconciler) reconcileBootstrap(ctx context.Context, s *scope) (ctrl.Res
 		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
 	}
 	rc := s.cluster
-	f := r.redis.factory(client.ObjectKeyFromObject(rc), s.password)
+	f := r.factoryFor(s)
 	bctx, cancel := context.WithTimeout(ctx, bootstrapBudget)
 	defer cancel()
 	log.FromContext(ctx).Info("Forming Redis cluster", "members", len(s.members), "masters", rc.Spec.Masters())

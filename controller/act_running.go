@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 )
@@ -17,6 +18,11 @@ func (r *Reconciler) actRunning(ctx context.Context, s *scope) (ctrl.Result, err
 		// A pod restarting, back at a new address or empty, a lost node: heal once
 		// every pod answers, and look again soon so the status catches up.
 		return r.reconcileHeal(ctx, s)
+	}
+	// A whole cluster takes a new password or changed users (auth.go); a step that
+	// fails is tried again soon, the cluster serving meanwhile.
+	if err := r.reconcileAuth(ctx, s); err != nil {
+		return ctrl.Result{RequeueAfter: requeueWaiting}, fmt.Errorf("failed to apply the password or users: %w", err)
 	}
 	return ctrl.Result{RequeueAfter: requeueRunning}, nil
 }

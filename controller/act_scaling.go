@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
@@ -94,7 +93,7 @@ func (r *Reconciler) reconcileScale(ctx context.Context, s *scope) (ctrl.Result,
 	if desired > current {
 		req.Keep = need
 	}
-	f := r.redis.factory(client.ObjectKeyFromObject(rc), s.password)
+	f := r.factoryFor(s)
 	// Room for one big key's MIGRATE (redis.BigKeyBudget): a step that cannot wait for it
 	// would leave the key's slot open for ever. Steps without one end as soon as before.
 	sctx, cancel := context.WithTimeout(ctx, scaleBudget+healBudget+redis.BigKeyBudget)

@@ -110,7 +110,7 @@ func (r *Reconciler) warnStopped(s *scope, msg string) {
 // replicaBehind checks every replica against its master (redis.CheckSync) and says which
 // one is not caught up and why; "" when all are.
 func (r *Reconciler) replicaBehind(ctx context.Context, s *scope) string {
-	f := r.redis.factory(client.ObjectKeyFromObject(s.cluster), s.password)
+	f := r.factoryFor(s)
 	for _, p := range s.redis.ReplicasAndMasters() {
 		if p.Master == nil {
 			return fmt.Sprintf("Waiting for the master of replica %s to be a member", p.Replica.Pod)
@@ -140,7 +140,7 @@ func (r *Reconciler) upgradeMaster(ctx context.Context, s *scope, m *redis.Membe
 	if target := failoverTarget(s, m.ID(), rev); target != nil {
 		// A failover to a replica that lags makes the master hold its clients until the
 		// replica catches up, and Redis gives up after 5 s: check first, wait if behind.
-		f := r.redis.factory(client.ObjectKeyFromObject(s.cluster), s.password)
+		f := r.factoryFor(s)
 		if why := r.syncWait(ctx, f, m, target); why != "" {
 			s.reason = why + " before failing it over"
 			return ctrl.Result{RequeueAfter: requeueFailover}, nil
@@ -184,7 +184,7 @@ func upgradeLosesData(s *scope) error {
 // failOver sends CLUSTER FAILOVER to the target replica and remembers it, so the next
 // reconciles wait for the roles to swap instead of sending it again.
 func (r *Reconciler) failOver(ctx context.Context, s *scope, m, target *redis.MemberState) (ctrl.Result, error) {
-	f := r.redis.factory(client.ObjectKeyFromObject(s.cluster), s.password)
+	f := r.factoryFor(s)
 	log.FromContext(ctx).Info("Failing over master", "Pod", klog.KRef(s.cluster.Namespace, m.Pod), "replica", klog.KRef(s.cluster.Namespace, target.Pod), "command", "CLUSTER FAILOVER")
 	if err := f.For(target.Addr).Failover(ctx); err != nil {
 		r.warnOnce(s, ReasonRedisError, err.Error())

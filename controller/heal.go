@@ -56,7 +56,7 @@ func (r *Reconciler) reconcileHeal(ctx context.Context, s *scope) (ctrl.Result, 
 		return ctrl.Result{RequeueAfter: requeueFailed}, nil
 	}
 	rc := s.cluster
-	f := r.redis.factory(client.ObjectKeyFromObject(rc), s.password)
+	f := r.factoryFor(s)
 	budget := healBudget
 	if s.redis != nil && !s.redis.NoOpenSlots() {
 		// The step finishes an open slot first (redis.FixOpenSlots): room for one big

@@ -36,11 +36,11 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) error {
 	return nil
 }
 
-// observeSpec reads what the spec refers to (password Secret, user ConfigMap) and renders
+// observeSpec reads what the spec refers to (password Secrets, NAME-auth, user ConfigMap) and renders
 // the objects. A problem the user must fix lands in s.specErr, not in the returned error,
 // so the cluster keeps serving and the status says what to change.
 func (r *Reconciler) observeSpec(ctx context.Context, s *scope) error {
-	if err := r.observePassword(ctx, s); err != nil {
+	if err := r.observeAuth(ctx, s); err != nil {
 		return err
 	}
 	userConf, err := r.observeUserConfig(ctx, s)
@@ -59,45 +59,6 @@ func (r *Reconciler) observeSpec(ctx context.Context, s *scope) error {
 	}
 	s.rendered = objs
 	return nil
-}
-
-// observePassword reads the password spec.passwordSecret names. When the Secret or its key
-// is missing the operator does not fall back to no password: it keeps the one it last
-// used for this cluster (if it has one), renders nothing and says what is missing.
-func (r *Reconciler) observePassword(ctx context.Context, s *scope) error {
-	rc := s.cluster
-	ref := rc.Spec.PasswordSecret
-	if ref == nil {
-		return nil
-	}
-	secret := &corev1.Secret{}
-	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: ref.Name}, secret)
-	key := ref.Key
-	if key == "" {
-		key = "password"
-	}
-	switch {
-	case client.IgnoreNotFound(err) != nil:
-		return fmt.Errorf("failed to get Secret %s: %w", ref.Name, err)
-	case err != nil:
-		s.specErr = fmt.Errorf("spec.passwordSecret.name: Secret %q not found in namespace %s; %s", ref.Name, rc.Namespace, r.keepPassword(s))
-	case len(secret.Data[key]) == 0:
-		s.specErr = fmt.Errorf("spec.passwordSecret.key: Secret %q has no key %q; %s", ref.Name, key, r.keepPassword(s))
-	default:
-		s.password = string(secret.Data[key])
-	}
-	return nil
-}
-
-// keepPassword sets s.password to the one the operator last used for this cluster and
-// says so, for the reason of a missing password Secret.
-func (r *Reconciler) keepPassword(s *scope) string {
-	pw, ok := r.redis.lastPassword(client.ObjectKeyFromObject(s.cluster))
-	if !ok {
-		return "the operator has not read a password for this cluster since it started, and changes nothing until the Secret is back"
-	}
-	s.password = pw
-	return "the operator keeps speaking to Redis with the password it last read and re-renders nothing until the Secret is back"
 }
 
 // observeUserConfig reads the redis.conf of the ConfigMap spec.pod[0].configmap names. A
@@ -246,7 +207,7 @@ func (r *Reconciler) observeRedis(ctx context.Context, s *scope) {
 	if len(s.members) == 0 {
 		return
 	}
-	f := r.redis.factory(client.ObjectKeyFromObject(s.cluster), s.password)
+	f := r.factoryFor(s)
 	addrs := make([]string, len(s.members))
 	for i, m := range s.members {
 		addrs[i] = m.Addr

@@ -26,35 +26,47 @@ type redisClients struct {
 }
 
 type clusterClients struct {
-	password string
-	factory  redis.Factory
+	creds   credentials
+	factory redis.Factory
+}
+
+// credentials are what the operator authenticates to a cluster's nodes with: its own
+// ACL user and the password, plus the previous password while a rotation is under way
+// (a node may not have the new one yet). The zero value is no password.
+type credentials struct {
+	user, password, previous string
 }
 
 func newRedisClients(opts RedisClientOptions) *redisClients {
 	return &redisClients{opts: opts, byCR: map[types.NamespacedName]clusterClients{}}
 }
 
-func (c *redisClients) factory(key types.NamespacedName, password string) redis.Factory {
+func (c *redisClients) factory(key types.NamespacedName, creds credentials) redis.Factory {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if cc, ok := c.byCR[key]; ok && cc.password == password {
+	if cc, ok := c.byCR[key]; ok && cc.creds == creds {
 		return cc.factory
 	} else if ok {
 		_ = cc.factory.Close()
 	}
-	f := redis.NewFactory(redis.Options{Password: password, DialTimeout: c.opts.DialTimeout, ReadTimeout: c.opts.ReadTimeout, Hooks: c.opts.Hooks})
-	c.byCR[key] = clusterClients{password: password, factory: f}
+	opts := redis.Options{User: creds.user, Password: creds.password, DialTimeout: c.opts.DialTimeout, ReadTimeout: c.opts.ReadTimeout, Hooks: c.opts.Hooks}
+	if creds.previous != "" {
+		opts.OldPasswords = []string{creds.previous}
+	}
+	f := redis.NewFactory(opts)
+	c.byCR[key] = clusterClients{creds: creds, factory: f}
 	return f
 }
 
 // lastPassword is the password the cluster's clients were last made with, if any: when
-// the password Secret goes missing the operator keeps speaking to Redis with it rather
-// than falling back to no password (which Redis would refuse, hiding the cluster's state).
+// the password Secret goes missing (and Secret NAME-auth with it) the operator keeps
+// speaking to Redis with it rather than falling back to no password (which Redis would
+// refuse, hiding the cluster's state).
 func (c *redisClients) lastPassword(key types.NamespacedName) (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cc, ok := c.byCR[key]
-	return cc.password, ok
+	return cc.creds.password, ok && cc.creds.password != ""
 }
 
 // forget closes the clients of a cluster that no longer exists.

@@ -25,8 +25,12 @@ type scope struct {
 	// rendered are the objects the spec renders to, in apply order, as rendered
 	// (observeSpec). Never edited: decide derives s.desired from them.
 	rendered []*unstructured.Unstructured
-	// password is the Redis password from spec.passwordSecret, "" without one (observeSpec).
-	password string
+	// creds are what the operator authenticates to Redis with: its ACL user and the
+	// password the instances have, none without spec.passwordSecret (observeSpec).
+	creds credentials
+	// auth is the password and users asked for and applied; nil without
+	// spec.passwordSecret (observeSpec, reconcileAuth).
+	auth *authState
 	// specErr says why the spec cannot be acted on, in the user's words (observeSpec).
 	specErr error
 

@@ -95,6 +95,9 @@ func computeStatus(s *scope, succeeded bool) redisv1alpha1.RedisClusterStatus {
 		// Only a spec the operator acted on counts as observed.
 		st.ObservedGeneration = rc.Generation
 	}
+	if s.auth != nil || rc.Spec.PasswordSecret == nil {
+		st.Auth = authStatus(s)
+	}
 	setClusterConditions(&st, s)
 	return st
 }

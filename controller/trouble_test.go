@@ -327,7 +327,7 @@ func TestDeletedPasswordSecretKeepsTheLastPassword(t *testing.T) {
 	got := get(t, rc)
 	g.Expect(got.Status.Phase).To(Equal(redisv1alpha1.PhaseRunning))
 	g.Expect(got.Status.Reason).To(ContainSubstring(`spec.passwordSecret.name: Secret "redis-auth" not found`))
-	g.Expect(got.Status.Reason).To(ContainSubstring("keeps speaking to Redis with the password it last read"))
+	g.Expect(got.Status.Reason).To(ContainSubstring("keeps using the password the instances have"))
 	g.Expect(got.Status.Conditions).To(HaveLen(6))
 	for _, c := range got.Status.Conditions {
 		g.Expect(c.Status).To(Equal(corev1.ConditionTrue), "%s: %s", c.Name, c.Message)

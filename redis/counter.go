@@ -35,6 +35,7 @@ var readCommands = map[string]bool{
 	"cluster myid": true, "cluster keyslot": true, "cluster countkeysinslot": true,
 	"cluster getkeysinslot": true, "cluster count-failure-reports": true,
 	"cluster replicas": true, "cluster slaves": true, "cluster links": true,
+	"acl users": true,
 }
 
 // commandName is the lower-cased command, with the subcommand for container commands.

@@ -100,19 +100,40 @@ func TestPodContract(t *testing.T) {
 			if got := hasArgPair(redis.Args, "--maxmemory", "$(MAXMEMORY)"); got != hasMaxmemory {
 				t.Errorf("--maxmemory $(MAXMEMORY) in args: %v, want %v", got, hasMaxmemory)
 			}
+			if _, ok := env["REDIS_PASSWORD"]; ok {
+				t.Errorf("the redis container has the password in its env")
+			}
+			for _, a := range redis.Args {
+				if strings.Contains(a, "requirepass") || strings.Contains(a, "masterauth") || strings.Contains(a, "PASSWORD") {
+					t.Errorf("args %v carry a password setting", redis.Args)
+				}
+			}
+			for _, l := range strings.Split(conf, "\n") {
+				if f := strings.Fields(l); len(f) > 0 && slices.Contains([]string{"requirepass", "masterauth", "user", "masteruser"}, f[0]) {
+					t.Errorf("redis.conf sets %q; passwords and users belong in the auth file", l)
+				}
+			}
+			hasInclude := slices.Contains(strings.Split(conf, "\n"), "include /etc/redis-auth/auth.conf")
+			var authVol *corev1.Volume
+			for i, v := range sts.Spec.Template.Spec.Volumes {
+				if v.Name == "auth" {
+					authVol = &sts.Spec.Template.Spec.Volumes[i]
+				}
+			}
 			if ps := rc.Spec.PasswordSecret; ps != nil {
-				e := env["REDIS_PASSWORD"]
-				if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil || e.ValueFrom.SecretKeyRef.Name != ps.Name || e.ValueFrom.SecretKeyRef.Key != "password" {
-					t.Errorf("REDIS_PASSWORD is not from Secret %s key password: %+v", ps.Name, e)
+				if !hasInclude {
+					t.Errorf("redis.conf does not include the auth file")
 				}
-				if !hasArgPair(redis.Args, "--requirepass", "$(REDIS_PASSWORD)") || !hasArgPair(redis.Args, "--masterauth", "$(REDIS_PASSWORD)") {
-					t.Errorf("args %v lack --requirepass/--masterauth $(REDIS_PASSWORD)", redis.Args)
+				if authVol == nil || authVol.Secret == nil || authVol.Secret.SecretName != name+"-auth" {
+					t.Errorf("auth volume %+v is not Secret %s-auth", authVol, name)
 				}
-				if strings.Contains(conf, "requirepass") || strings.Contains(conf, "masterauth") {
-					t.Errorf("the password setting leaked into redis.conf")
+				if m := redis.VolumeMounts; !slices.ContainsFunc(m, func(m corev1.VolumeMount) bool {
+					return m.Name == "auth" && m.MountPath == "/etc/redis-auth" && m.ReadOnly
+				}) {
+					t.Errorf("auth not mounted read-only at /etc/redis-auth: %+v", m)
 				}
-			} else if _, ok := env["REDIS_PASSWORD"]; ok {
-				t.Errorf("REDIS_PASSWORD set without a passwordSecret")
+			} else if hasInclude || authVol != nil {
+				t.Errorf("auth file without a passwordSecret")
 			}
 			if len(redis.Ports) != 2 || redis.Ports[0].ContainerPort != 6379 || redis.Ports[0].Name != "redis" || redis.Ports[1].ContainerPort != 16379 || redis.Ports[1].Name != "cluster-bus" {
 				t.Errorf("ports %+v", redis.Ports)

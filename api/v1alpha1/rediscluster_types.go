@@ -128,7 +128,7 @@ type RedisClusterSpec struct {
 	// and kept in NAME-auth so a restarted instance has them. Removing an entry deletes
 	// the user (ACL DELUSER). Rules Redis refuses leave the cluster as it was and are
 	// reported naming spec.users[i].rules. Needs passwordSecret. Default: none.
-	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:MaxItems=32
 	// +listType=map
 	// +listMapKey=name
 	// +optional
@@ -180,9 +180,9 @@ type RedisUser struct {
 	// passwords (>, <, #, !, nopass, resetpass) or switch the user on or off are
 	// refused: the password comes from passwordSecret. One line. Required.
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:MaxLength=1024
 	// +kubebuilder:validation:Pattern=`^[^\r\n]*$`
-	// +kubebuilder:validation:XValidation:rule="!self.split(' ').exists(w, w.startsWith('>') || w.startsWith('<') || w.startsWith('#') || w.startsWith('!') || w == 'nopass' || w == 'resetpass' || w == 'on' || w == 'off' || w == 'reset')",message="spec.users[].rules: no password or on/off rules (>, <, #, !, nopass, resetpass, on, off, reset): the password comes from passwordSecret"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('(^| )([><#!][^ ]*|nopass|resetpass|on|off|reset)( |$)')",message="spec.users[].rules: no password or on/off rules (>, <, #, !, nopass, resetpass, on, off, reset): the password comes from passwordSecret"
 	// +required
 	Rules string `json:"rules"`
 }

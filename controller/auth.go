@@ -1,0 +1,413 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
+	"github.com/hc-middleware/redis-cluster-operator/redis"
+)
+
+// The password and ACL users (docs/security.md). The user's Secret holds the password the
+// cluster should have; the operator's Secret NAME-auth holds what the instances have: the
+// file redis.conf includes (users, masterauth), the password in use and, while a rotation
+// is under way, the previous one. NAME-auth is the rotation's memory, so an operator
+// restarted half way finishes the rotation it started, and the password is never in the
+// status (which shows hashes).
+
+// Keys of Secret NAME-auth.
+const (
+	// authConfKey is the file the pods mount and redis.conf includes.
+	authConfKey = "auth.conf"
+	// authPasswordKey is the password the instances accept and the operator uses.
+	authPasswordKey = "password"
+	// authPreviousKey is the password still accepted while a rotation is under way.
+	authPreviousKey = "previous-password"
+)
+
+// authSecretName is the operator's Secret of a cluster (docs/architecture.md).
+func authSecretName(cluster string) string { return cluster + "-auth" }
+
+// Event reasons of the password and users.
+const (
+	// ReasonPasswordRotation: a step of a password rotation was done on every instance.
+	ReasonPasswordRotation = "PasswordRotation"
+	// ReasonUsersApplied: spec.users were applied to (or deleted from) every instance.
+	ReasonUsersApplied = "UsersApplied"
+)
+
+// authState is what observeAuth read: the password asked for, the one the instances
+// have, and the application users asked for.
+type authState struct {
+	// desired is the password in spec.passwordSecret; "" when it cannot be read.
+	desired string
+	// active is the password the instances accept and the operator uses.
+	active string
+	// previous is still accepted while a rotation is under way, "" otherwise.
+	previous string
+	// conf is NAME-auth's auth.conf as live, "" when the Secret is absent.
+	conf string
+	// exists is true when NAME-auth exists.
+	exists bool
+	// users are spec.users with their password hashes, in spec order.
+	users []redis.User
+}
+
+// observeAuth reads spec.passwordSecret, NAME-auth and the Secrets of spec.users. A
+// missing Secret is a refusal (s.specErr): the operator never falls back to no password,
+// it keeps the password the instances have (NAME-auth, or the one it last used).
+func (r *Reconciler) observeAuth(ctx context.Context, s *scope) error {
+	rc := s.cluster
+	ref := rc.Spec.PasswordSecret
+	if ref == nil {
+		return nil
+	}
+	a := &authState{}
+	s.auth = a
+	if ref.Name == authSecretName(rc.Name) {
+		s.specErr = fmt.Errorf("spec.passwordSecret.name: %q is the Secret the operator writes for this RedisCluster (NAME-auth); put the password in a Secret of your own", ref.Name)
+		return nil
+	}
+	if err := r.readAuthSecret(ctx, s); err != nil {
+		return err
+	}
+	pw, missing, err := readSecretKey(ctx, r.APIReader, rc.Namespace, ref.Name, ref.Key, "spec.passwordSecret")
+	if err != nil {
+		return err
+	}
+	a.desired = pw
+	if a.active == "" {
+		if last, ok := r.redis.lastPassword(client.ObjectKeyFromObject(rc)); ok {
+			a.active = last
+		} else {
+			a.active = a.desired
+		}
+	}
+	if missing != "" && s.specErr == nil {
+		s.specErr = fmt.Errorf("%s; %s", missing, keepingPassword(a))
+	}
+	s.creds = credentials{user: redis.OperatorUser, password: a.active, previous: a.previous}
+	return r.observeUsers(ctx, s)
+}
+
+// keepingPassword says which password the operator keeps using while the Secret is missing.
+func keepingPassword(a *authState) string {
+	if a.active == "" {
+		return "the operator has no password for this cluster (neither NAME-auth nor a password it used since it started) and changes nothing until the Secret is back"
+	}
+	return "the operator keeps using the password the instances have (Secret NAME-auth) and changes nothing until the Secret is back; the cluster keeps serving"
+}
+
+// readAuthSecret reads NAME-auth into s.auth; one this RedisCluster does not control is a
+// refusal, never overwritten.
+func (r *Reconciler) readAuthSecret(ctx context.Context, s *scope) error {
+	rc := s.cluster
+	sec := &corev1.Secret{}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: authSecretName(rc.Name)}, sec)
+	switch {
+	case client.IgnoreNotFound(err) != nil:
+		return fmt.Errorf("failed to get Secret %s: %w", authSecretName(rc.Name), err)
+	case err != nil:
+		return nil
+	}
+	if why := notOurs("Secret", sec, rc); why != "" {
+		s.specErr = &refusal{reason: ReasonNotOwner, err: errors.New(why)}
+		return nil
+	}
+	a := s.auth
+	a.exists = true
+	a.conf = string(sec.Data[authConfKey])
+	a.active = string(sec.Data[authPasswordKey])
+	a.previous = string(sec.Data[authPreviousKey])
+	return nil
+}
+
+// readSecretKey reads one key of a Secret; a missing Secret or key is said in missing,
+// naming the field.
+func readSecretKey(ctx context.Context, c client.Reader, ns, name, key, field string) (value, missing string, err error) {
+	if key == "" {
+		key = "password"
+	}
+	sec := &corev1.Secret{}
+	err = c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, sec)
+	switch {
+	case client.IgnoreNotFound(err) != nil:
+		return "", "", fmt.Errorf("failed to get Secret %s: %w", name, err)
+	case err != nil:
+		return "", fmt.Sprintf("%s.name: Secret %q not found in namespace %s", field, name, ns), nil
+	case len(sec.Data[key]) == 0:
+		return "", fmt.Sprintf("%s.key: Secret %q has no key %q", field, name, key), nil
+	}
+	return string(sec.Data[key]), "", nil
+}
+
+// observeUsers reads the password of each spec.users entry.
+func (r *Reconciler) observeUsers(ctx context.Context, s *scope) error {
+	for i, u := range s.cluster.Spec.Users {
+		pw, missing, err := readSecretKey(ctx, r.APIReader, s.cluster.Namespace, u.PasswordSecret.Name, u.PasswordSecret.Key, fmt.Sprintf("spec.users[%d].passwordSecret", i))
+		if err != nil {
+			return err
+		}
+		if missing != "" {
+			if s.specErr == nil {
+				s.specErr = fmt.Errorf("%s; the users stay as they are until it is back", missing)
+			}
+			continue
+		}
+		s.auth.users = append(s.auth.users, redis.User{Name: u.Name, Hashes: []string{redis.PasswordHash(pw)}, Rules: strings.Fields(u.Rules)})
+	}
+	return nil
+}
+
+// ensureAuthSecret writes NAME-auth when it is absent (a new cluster, or deleted by
+// hand): the pods cannot start without it. It holds the active password and no
+// application user; those are applied live and added by reconcileUsers.
+func (r *Reconciler) ensureAuthSecret(ctx context.Context, s *scope) error {
+	a := s.auth
+	if a == nil || a.exists || a.active == "" {
+		return nil
+	}
+	if err := r.writeAuthSecret(ctx, s, a.active, "", nil); err != nil {
+		return err
+	}
+	r.Recorder.Eventf(s.cluster, corev1.EventTypeNormal, ReasonApplied, "Applied Secret/%s", authSecretName(s.cluster.Name))
+	return nil
+}
+
+// writeAuthSecret applies NAME-auth: the users default and operator with active (and
+// previous, while rotating), masterauth active, and the application users' lines.
+func (r *Reconciler) writeAuthSecret(ctx context.Context, s *scope, active, previous string, appLines []string) error {
+	rc := s.cluster
+	hashes := []string{redis.PasswordHash(active)}
+	data := map[string][]byte{authPasswordKey: []byte(active)}
+	if previous != "" {
+		hashes = append([]string{redis.PasswordHash(previous)}, hashes...)
+		data[authPreviousKey] = []byte(previous)
+	}
+	conf := redis.AuthConf(active, redis.ClusterUsers(hashes...))
+	if len(appLines) > 0 {
+		conf += strings.Join(appLines, "\n") + "\n"
+	}
+	data[authConfKey] = []byte(conf)
+	gvk := rc.GroupVersionKind()
+	sec := corev1ac.Secret(authSecretName(rc.Name), rc.Namespace).
+		WithLabels(authSecretLabels(rc.Name)).
+		WithOwnerReferences(metav1ac.OwnerReference().WithAPIVersion(gvk.GroupVersion().String()).
+			WithKind(gvk.Kind).WithName(rc.Name).WithUID(rc.UID).WithController(true).WithBlockOwnerDeletion(true)).
+		WithType(corev1.SecretTypeOpaque).
+		WithData(data)
+	if err := r.Client.Apply(ctx, sec, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return fmt.Errorf("failed to apply Secret %s: %w", authSecretName(rc.Name), err)
+	}
+	s.auth.exists, s.auth.conf, s.auth.active, s.auth.previous = true, conf, active, previous
+	s.creds = credentials{user: redis.OperatorUser, password: active, previous: previous}
+	return nil
+}
+
+// reconcileAuth brings a formed, whole cluster to the password and users the spec asks
+// for: a rotation first, then the users. Every member must answer; a step that fails is
+// sent again by the next reconcile.
+func (r *Reconciler) reconcileAuth(ctx context.Context, s *scope) error {
+	a := s.auth
+	if a == nil || !a.exists || len(s.members) == 0 {
+		return nil
+	}
+	if a.previous != "" || (a.desired != "" && a.desired != a.active) {
+		if err := r.rotatePassword(ctx, s); err != nil {
+			return err
+		}
+	}
+	return r.reconcileUsers(ctx, s)
+}
+
+// rotatePassword rolls the password of spec.passwordSecret in with both passwords valid
+// meanwhile: (1) the new one added to the default and operator users on every member,
+// (2) NAME-auth records it (the file has both, masterauth the new one) and the operator
+// switches, (3) CONFIG SET masterauth new everywhere, (4) the old one removed from every
+// member and from NAME-auth. A rotation found under way (previous set) resumes at (3).
+func (r *Reconciler) rotatePassword(ctx context.Context, s *scope) error {
+	a := s.auth
+	logger := log.FromContext(ctx)
+	addrs := memberAddrs(s)
+	apps := sortedValues(appUserLines(a.conf))
+	if a.previous == "" {
+		old, next := a.active, a.desired
+		logger.Info("Rotating the password: adding the new one", "members", len(addrs))
+		if err := redis.ApplyUsers(ctx, r.factoryFor(s), addrs, redis.ClusterUsers(redis.PasswordHash(old), redis.PasswordHash(next))); err != nil {
+			return fmt.Errorf("failed to add the new password: %w", err)
+		}
+		if err := r.writeAuthSecret(ctx, s, next, old, apps); err != nil {
+			return err
+		}
+		r.Recorder.Eventf(s.cluster, corev1.EventTypeNormal, ReasonPasswordRotation, "New password added on %d instances; both are valid until every instance has it; the operator uses the new one", len(addrs))
+	}
+	f := r.factoryFor(s)
+	if err := redis.SetMasterAuth(ctx, f, addrs, a.active); err != nil {
+		return fmt.Errorf("failed to switch masterauth: %w", err)
+	}
+	if err := redis.ApplyUsers(ctx, f, addrs, redis.ClusterUsers(redis.PasswordHash(a.active))); err != nil {
+		return fmt.Errorf("failed to remove the old password: %w", err)
+	}
+	if err := r.writeAuthSecret(ctx, s, a.active, "", apps); err != nil {
+		return err
+	}
+	logger.Info("Rotated the password", "members", len(addrs))
+	r.Recorder.Eventf(s.cluster, corev1.EventTypeNormal, ReasonPasswordRotation, "Password rotated: masterauth switched and the old password removed on %d instances", len(addrs))
+	return nil
+}
+
+// reconcileUsers applies spec.users: a new or changed user (its rules or password) is
+// set on every member with ACL SETUSER, a removed one deleted with ACL DELUSER, and a
+// member that lacks one (restarted before NAME-auth was updated) gets them all again.
+// Rules Redis refuses stop it before any member is touched, naming spec.users[i].rules.
+func (r *Reconciler) reconcileUsers(ctx context.Context, s *scope) error {
+	a := s.auth
+	f := r.factoryFor(s)
+	addrs := memberAddrs(s)
+	live := appUserLines(a.conf)
+	var changed []redis.User
+	var names, lines []string
+	for _, u := range a.users {
+		names = append(names, u.Name)
+		lines = append(lines, u.ConfLine())
+		if live[u.Name] != u.ConfLine() {
+			changed = append(changed, u)
+		}
+	}
+	var removed []string
+	for name := range live {
+		if !slices.Contains(names, name) {
+			removed = append(removed, name)
+		}
+	}
+	slices.Sort(removed)
+	lacking, err := redis.MissingUsers(ctx, f, addrs, names)
+	if err != nil {
+		return err
+	}
+	if len(changed) == 0 && len(removed) == 0 && len(lacking) == 0 {
+		return nil
+	}
+	for i, u := range a.users {
+		if !slices.ContainsFunc(changed, func(c redis.User) bool { return c.Name == u.Name }) {
+			continue
+		}
+		err := redis.ValidateRules(ctx, f.For(addrs[0]), u.Name, u.Rules)
+		if re := (*redis.RulesError)(nil); errors.As(err, &re) {
+			r.warnOnce(s, ReasonInvalidSpec, fmt.Sprintf("spec.users[%d].rules: %v; no user was changed", i, re))
+			return nil
+		} else if err != nil {
+			return err
+		}
+	}
+	if len(lacking) > 0 {
+		changed = a.users
+	}
+	if err := redis.ApplyUsers(ctx, f, addrs, changed); err != nil {
+		return err
+	}
+	if err := redis.DeleteUsers(ctx, f, addrs, removed); err != nil {
+		return err
+	}
+	if err := r.writeAuthSecret(ctx, s, a.active, "", lines); err != nil {
+		return err
+	}
+	r.Recorder.Eventf(s.cluster, corev1.EventTypeNormal, ReasonUsersApplied, "ACL users on %d instances: set %s; deleted %s", len(addrs), userNames(changed), orNone(removed))
+	return nil
+}
+
+func userNames(us []redis.User) string {
+	var n []string
+	for _, u := range us {
+		n = append(n, u.Name)
+	}
+	return orNone(n)
+}
+
+func orNone(xs []string) string {
+	if len(xs) == 0 {
+		return "none"
+	}
+	return strings.Join(xs, ", ")
+}
+
+// appUserLines are the application users' lines of an auth.conf, by user name.
+func appUserLines(conf string) map[string]string {
+	out := map[string]string{}
+	for _, l := range strings.Split(conf, "\n") {
+		f := strings.Fields(l)
+		if len(f) < 2 || f[0] != "user" || f[1] == redis.DefaultUser || f[1] == redis.OperatorUser {
+			continue
+		}
+		out[f[1]] = l
+	}
+	return out
+}
+
+// sortedValues are the map's values ordered by key.
+func sortedValues(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = m[k]
+	}
+	return out
+}
+
+// authSecretLabels are the labels of every object the operator renders.
+func authSecretLabels(cluster string) map[string]string {
+	l := redisv1alpha1.SelectorLabels(cluster)
+	l[redisv1alpha1.LabelManagedBy] = redisv1alpha1.ManagedBy
+	return l
+}
+
+func memberAddrs(s *scope) []string {
+	out := make([]string, len(s.members))
+	for i, m := range s.members {
+		out[i] = m.Addr
+	}
+	return out
+}
+
+// authStatus is status.auth: hashes of the passwords, salted with the cluster's UID, and
+// the users applied.
+func authStatus(s *scope) *redisv1alpha1.AuthStatus {
+	a := s.auth
+	if a == nil || a.active == "" {
+		return nil
+	}
+	st := &redisv1alpha1.AuthStatus{PasswordHash: saltedHash(s, a.active)}
+	if a.previous != "" {
+		st.PreviousPasswordHash = saltedHash(s, a.previous)
+	}
+	for name := range appUserLines(a.conf) {
+		st.Users = append(st.Users, name)
+	}
+	slices.Sort(st.Users)
+	return st
+}
+
+func saltedHash(s *scope, pw string) string {
+	sum := sha256.Sum256([]byte(string(s.cluster.UID) + pw))
+	return hex.EncodeToString(sum[:])[:16]
+}
+
+// factoryFor is the cluster's Redis client factory with the credentials observed.
+func (r *Reconciler) factoryFor(s *scope) redis.Factory {
+	return r.redis.factory(client.ObjectKeyFromObject(s.cluster), s.creds)
+}
