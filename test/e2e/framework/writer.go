@@ -28,6 +28,9 @@ type Router struct {
 	mu      sync.Mutex
 	owner   []string // slot -> "ip:port" of its master
 	clients map[string]*redis.Client
+	// retired are clients of an earlier password, closed with the router so writes in
+	// flight on them finish.
+	retired []*redis.Client
 	fresh   time.Time // when owner was last read
 }
 
@@ -50,7 +53,21 @@ func (r *Router) Close() {
 	for _, c := range r.clients {
 		_ = c.Close()
 	}
-	r.clients = map[string]*redis.Client{}
+	for _, c := range r.retired {
+		_ = c.Close()
+	}
+	r.clients, r.retired = map[string]*redis.Client{}, nil
+}
+
+// SetPassword makes every later command use password, on new connections, as a client
+// switching after a password rotation does; commands in flight finish on the old ones.
+func (r *Router) SetPassword(password string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.clients {
+		r.retired = append(r.retired, c)
+	}
+	r.password, r.clients = password, map[string]*redis.Client{}
 }
 
 func (r *Router) client(addr string) *redis.Client {
@@ -416,6 +433,13 @@ func (w *Writer) Stop() WriterReport {
 		rep.LongestGap = max(rep.LongestGap, rep.Gaps[i])
 	}
 	return rep
+}
+
+// Failed is the number of failed writes so far.
+func (w *Writer) Failed() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.failed
 }
 
 // Acked is every key the writer saw acknowledged.
