@@ -98,6 +98,53 @@ func TestBadSpecsAreRefused(t *testing.T) {
 			want:   []string{"spec.replicasPerMaster", "greater than or equal to 0"},
 		},
 		{
+			name: "users without a password",
+			mutate: func(rc *redisv1alpha1.RedisCluster) {
+				rc.Spec.Users = []redisv1alpha1.RedisUser{appUser("app", "+@read")}
+			},
+			want: []string{"spec.users", "need spec.passwordSecret"},
+		},
+		{
+			name: "a user named default",
+			mutate: func(rc *redisv1alpha1.RedisCluster) {
+				rc.Spec.PasswordSecret = &redisv1alpha1.SecretKeyReference{Name: "pw"}
+				rc.Spec.Users = []redisv1alpha1.RedisUser{appUser("default", "+@read")}
+			},
+			want: []string{"spec.users[0].name", "default and operator are the users the operator manages"},
+		},
+		{
+			name: "two users of one name",
+			mutate: func(rc *redisv1alpha1.RedisCluster) {
+				rc.Spec.PasswordSecret = &redisv1alpha1.SecretKeyReference{Name: "pw"}
+				rc.Spec.Users = []redisv1alpha1.RedisUser{appUser("app", "+@read"), appUser("app", "+@write")}
+			},
+			want: []string{"spec.users[1]", "Duplicate value"},
+		},
+		{
+			name: "a user name with a space",
+			mutate: func(rc *redisv1alpha1.RedisCluster) {
+				rc.Spec.PasswordSecret = &redisv1alpha1.SecretKeyReference{Name: "pw"}
+				rc.Spec.Users = []redisv1alpha1.RedisUser{appUser("my app", "+@read")}
+			},
+			want: []string{"spec.users[0].name", "should match"},
+		},
+		{
+			name: "a password in the rules",
+			mutate: func(rc *redisv1alpha1.RedisCluster) {
+				rc.Spec.PasswordSecret = &redisv1alpha1.SecretKeyReference{Name: "pw"}
+				rc.Spec.Users = []redisv1alpha1.RedisUser{appUser("app", "+@read >hunter2 ~*")}
+			},
+			want: []string{"spec.users[0].rules", "no password or on/off rules"},
+		},
+		{
+			name: "rules over two lines",
+			mutate: func(rc *redisv1alpha1.RedisCluster) {
+				rc.Spec.PasswordSecret = &redisv1alpha1.SecretKeyReference{Name: "pw"}
+				rc.Spec.Users = []redisv1alpha1.RedisUser{appUser("app", "+@read\nuser evil on nopass")}
+			},
+			want: []string{"spec.users[0].rules"},
+		},
+		{
 			name: "two pod entries",
 			mutate: func(rc *redisv1alpha1.RedisCluster) {
 				rc.Spec.Pod = []redisv1alpha1.RedisPodTemplate{{}, {}}
@@ -411,4 +458,8 @@ func TestScaleSubresource(t *testing.T) {
 	scale = &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: 5000}}
 	err = k8sClient.SubResource("scale").Update(ctx, got, client.WithSubResourceBody(scale))
 	requireRefused(t, err, "spec.replicas", "less than or equal to 1000")
+}
+
+func appUser(name, rules string) redisv1alpha1.RedisUser {
+	return redisv1alpha1.RedisUser{Name: name, PasswordSecret: redisv1alpha1.SecretKeyReference{Name: name + "-pw", Key: "password"}, Rules: rules}
 }
