@@ -157,6 +157,14 @@ func (s *Server) waitReady(password string, within time.Duration) error {
 	}
 }
 
+// PID is the server's process ID, 0 once stopped: benchmarks read its CPU time from /proc.
+func (s *Server) PID() int {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Stop kills the process by PID and waits for it.
 func (s *Server) Stop() {
 	if s.cmd == nil || s.cmd.Process == nil {

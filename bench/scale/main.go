@@ -1,0 +1,333 @@
+// Command scale measures how fast slots and their keys move when a Redis Cluster of 3
+// masters grows to 4 and shrinks back, by `redis-cli --cluster rebalance` and by the
+// operator's redis.Scale, side by side in the same run on plain redis-server processes.
+//
+// Each round and each method gets 4 fresh servers: 3 masters formed, N keys loaded, an
+// empty fourth master met. The scale-out is `redis-cli --cluster rebalance
+// --cluster-use-empty-masters` or redis.Scale to 4 masters; the scale-in is `redis-cli
+// --cluster rebalance --cluster-weight <fourth>=0` or redis.Scale keeping the first 3.
+// A writer runs through each move; after each, every loaded key and every acknowledged
+// write is read back from its slot's owner.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hc-middleware/redis-cluster-operator/redis"
+)
+
+var verbose bool
+
+type config struct {
+	keys, valueSize, pipeline, writeRate int
+	budget, nodeTimeout                  time.Duration
+	redisCli                             string
+}
+
+func main() {
+	var cfg config
+	rounds := flag.Int("rounds", 3, "rounds; each round scales out and in once with each method")
+	flag.IntVar(&cfg.keys, "keys", 1_000_000, "keys loaded before the scale-out")
+	flag.IntVar(&cfg.valueSize, "value", 64, "bytes per value")
+	flag.IntVar(&cfg.pipeline, "pipeline", 100, "keys per MIGRATE: --cluster-pipeline and ScaleRequest.Pipeline")
+	flag.IntVar(&cfg.writeRate, "write-rate", 1000, "writes a second by the writer running through each move")
+	flag.DurationVar(&cfg.budget, "budget", 2*time.Second, "ScaleRequest.Budget of one operator step (the controller's scaleBudget)")
+	flag.DurationVar(&cfg.nodeTimeout, "node-timeout", 5*time.Second, "cluster-node-timeout of every server (the pods' value)")
+	flag.StringVar(&cfg.redisCli, "redis-cli", "/usr/bin/redis-cli", "redis-cli binary")
+	flag.BoolVar(&verbose, "v", false, "print every operator step")
+	only := flag.String("only", "", "run only this method (redis-cli or operator), e.g. to profile it")
+	flag.Parse()
+
+	methods := []method{{"redis-cli", cliOut, cliIn}, {"operator", opOut, opIn}}
+	if *only != "" {
+		methods = filter(methods, *only)
+	}
+	perSlot := keysPerSlot(cfg.keys)
+	var all []result
+	writes := 0
+	for r := 1; r <= *rounds; r++ {
+		order := methods
+		if r%2 == 0 { // alternate who goes first: neither always runs on a warmer machine
+			order = reversed(methods)
+		}
+		for _, m := range order {
+			res, err := runRound(context.Background(), cfg, m, perSlot, &writes)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "round %d %s: %v\n", r, m.name, err)
+				os.Exit(1)
+			}
+			for _, x := range res {
+				x.round = r
+				all = append(all, x)
+				x.print()
+				if x.lost > 0 {
+					fmt.Fprintf(os.Stderr, "round %d %s %s: %d keys lost\n", r, x.method, x.dir, x.lost)
+					os.Exit(1)
+				}
+			}
+		}
+	}
+	report(all)
+}
+
+// method moves the slots out (to the fourth master) and in (off it again).
+type method struct {
+	name    string
+	out, in func(ctx context.Context, c *cluster, cfg config) error
+}
+
+func filter(ms []method, name string) []method {
+	for _, m := range ms {
+		if m.name == name {
+			return []method{m}
+		}
+	}
+	fmt.Fprintf(os.Stderr, "unknown method %q\n", name)
+	os.Exit(2)
+	return nil
+}
+
+func reversed(ms []method) []method {
+	out := make([]method, len(ms))
+	for i, m := range ms {
+		out[len(ms)-1-i] = m
+	}
+	return out
+}
+
+// result is one move of one method.
+type result struct {
+	round       int
+	method, dir string
+	moved       int // loaded keys whose slot changed owner
+	took        time.Duration
+	cpu         time.Duration // CPU time of all redis-servers during the move
+	gap         time.Duration
+	acked, lost int
+	failed      int
+}
+
+func (r result) rate() float64 { return float64(r.moved) / r.took.Seconds() }
+
+func (r result) print() {
+	fmt.Printf("round %d  %-9s %-3s  %7d keys in %6.2fs = %7.0f keys/s   redis CPU %5.2fs (%4.1f µs/key)   gap %4.0f ms   writes %d acked, %d failed, %d lost\n",
+		r.round, r.method, r.dir, r.moved, r.took.Seconds(), r.rate(), r.cpu.Seconds(),
+		float64(r.cpu.Microseconds())/float64(max(r.moved, 1)), float64(r.gap.Microseconds())/1000, r.acked, r.failed, r.lost)
+}
+
+// keysPerSlot counts the loaded keys of each slot.
+func keysPerSlot(n int) []int {
+	out := make([]int, redis.SlotCount)
+	for i := 0; i < n; i++ {
+		out[redis.KeySlot(keyName(i))]++
+	}
+	return out
+}
+
+// runRound forms a fresh cluster, loads it, and times the scale-out then the scale-in.
+func runRound(ctx context.Context, cfg config, m method, perSlot []int, writes *int) ([]result, error) {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
+	defer cancel()
+	c, err := newCluster(ctx, cfg.nodeTimeout)
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
+	if err := c.load(ctx, cfg.keys, cfg.valueSize); err != nil {
+		return nil, fmt.Errorf("failed to load keys: %w", err)
+	}
+	var out []result
+	for _, dir := range []string{"out", "in"} {
+		move := m.out
+		if dir == "in" {
+			move = m.in
+		}
+		res, err := timeMove(ctx, c, cfg, move, perSlot, writes)
+		if err != nil {
+			return out, fmt.Errorf("scale-%s: %w", dir, err)
+		}
+		res.method, res.dir = m.name, dir
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+// timeMove runs one move from a settled cluster with the writer running, then reads
+// every key back.
+func timeMove(ctx context.Context, c *cluster, cfg config, move func(context.Context, *cluster, config) error, perSlot []int, writes *int) (result, error) {
+	var res result
+	if err := c.settle(ctx); err != nil {
+		return res, err
+	}
+	before, err := c.owners(ctx)
+	if err != nil {
+		return res, err
+	}
+	cpu0, err := c.cpu()
+	if err != nil {
+		return res, err
+	}
+	w := startWriter(c.addrs(), *writes, cfg.writeRate)
+	start := time.Now()
+	err = move(ctx, c, cfg)
+	res.took = time.Since(start)
+	acked, failed, gap := w.stop()
+	if err != nil {
+		return res, err
+	}
+	cpu1, err := c.cpu()
+	if err != nil {
+		return res, err
+	}
+	res.cpu, res.gap, res.acked, res.failed = cpu1-cpu0, gap, len(acked), failed
+	if len(acked) > 0 {
+		*writes = acked[len(acked)-1] + 1
+	}
+	if err := c.settle(ctx); err != nil {
+		return res, err
+	}
+	after, err := c.owners(ctx)
+	if err != nil {
+		return res, err
+	}
+	for s := range before {
+		if before[s] != after[s] {
+			res.moved += perSlot[s]
+		}
+	}
+	all := make([]int, cfg.keys)
+	for i := range all {
+		all[i] = i
+	}
+	lostLoaded, err := c.lost(ctx, keyName, func(i int) string { return value(i, cfg.valueSize) }, all)
+	if err != nil {
+		return res, err
+	}
+	lostWrites, err := c.lost(ctx, writerKey, writerValue, acked)
+	if err != nil {
+		return res, err
+	}
+	res.lost = lostLoaded + lostWrites
+	return res, nil
+}
+
+// cliOut: redis-cli rebalance onto the empty fourth master.
+func cliOut(ctx context.Context, c *cluster, cfg config) error {
+	return runCli(ctx, cfg, "--cluster", "rebalance", c.members[0].Addr, "--cluster-use-empty-masters",
+		"--cluster-pipeline", fmt.Sprint(cfg.pipeline))
+}
+
+// cliIn: redis-cli rebalance with the fourth master's weight 0, which empties it.
+func cliIn(ctx context.Context, c *cluster, cfg config) error {
+	id, err := c.nodeID(ctx, 3)
+	if err != nil {
+		return err
+	}
+	return runCli(ctx, cfg, "--cluster", "rebalance", c.members[0].Addr, "--cluster-weight", id+"=0",
+		"--cluster-pipeline", fmt.Sprint(cfg.pipeline))
+}
+
+func runCli(ctx context.Context, cfg config, args ...string) error {
+	out, err := exec.CommandContext(ctx, cfg.redisCli, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("redis-cli %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// opOut: redis.Scale to 4 masters, step after step as the controller calls it.
+func opOut(ctx context.Context, c *cluster, cfg config) error {
+	return scaleLoop(ctx, c, redis.ScaleRequest{Masters: 4, Keep: 4, Pipeline: cfg.pipeline, Budget: cfg.budget})
+}
+
+// opIn: redis.Scale keeping the first 3 masters: the fourth is emptied, forgotten, reset.
+func opIn(ctx context.Context, c *cluster, cfg config) error {
+	return scaleLoop(ctx, c, redis.ScaleRequest{Masters: 3, Keep: 3, Pipeline: cfg.pipeline, Budget: cfg.budget})
+}
+
+// scaleLoop calls redis.Scale until Done, each step with the controller's deadline
+// (budget plus its heal budget), at once after a step that did something.
+func scaleLoop(ctx context.Context, c *cluster, req redis.ScaleRequest) error {
+	for {
+		sctx, cancel := context.WithTimeout(ctx, req.Budget+10*time.Second)
+		p, err := redis.Scale(sctx, c.f, c.members, req)
+		cancel()
+		if verbose {
+			fmt.Fprintf(os.Stderr, "%s step: %s moved %d slots (%d keys), %d left, %d actions, err %v\n",
+				time.Now().Format("15:04:05.000"), p.Phase, p.MovedSlots, p.MovedKeys, p.Remaining, len(p.Actions), err)
+		}
+		if err != nil {
+			return fmt.Errorf("scale step (%s): %w", p.Phase, err)
+		}
+		if p.Done {
+			return nil
+		}
+		if p.MovedSlots == 0 && len(p.Actions) == 0 {
+			// Waiting for gossip (Converging): do not spin.
+			time.Sleep(10 * time.Millisecond)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+// report prints, per direction, the median keys/s of each method and their ratio.
+func report(all []result) {
+	for _, dir := range []string{"out", "in"} {
+		rates := map[string][]float64{}
+		gaps := map[string][]float64{}
+		cpus := map[string][]float64{}
+		for _, r := range all {
+			if r.dir == dir {
+				rates[r.method] = append(rates[r.method], r.rate())
+				gaps[r.method] = append(gaps[r.method], float64(r.gap.Milliseconds()))
+				cpus[r.method] = append(cpus[r.method], float64(r.cpu.Microseconds())/float64(max(r.moved, 1)))
+			}
+		}
+		fmt.Printf("\nscale-%s, median of %d rounds   keys/s   longest gap   redis CPU µs/key\n", dir, len(rates["operator"]))
+		for _, m := range []string{"redis-cli", "operator"} {
+			if len(rates[m]) > 0 {
+				fmt.Printf("%-30s %8.0f %10.0f ms %12.1f\n", m, median(rates[m]), maxOf(gaps[m]), median(cpus[m]))
+			}
+		}
+		if len(rates["redis-cli"]) > 0 && len(rates["operator"]) > 0 {
+			fmt.Printf("%-30s %8.2f\n", "ratio operator/redis-cli", median(rates["operator"])/median(rates["redis-cli"]))
+			var per []string
+			for _, r := range all {
+				if r.dir == dir && r.method == "operator" {
+					for _, q := range all {
+						if q.dir == dir && q.method == "redis-cli" && q.round == r.round {
+							per = append(per, fmt.Sprintf("%.2f", r.rate()/q.rate()))
+						}
+					}
+				}
+			}
+			fmt.Printf("%-30s %s\n", "ratio per round", strings.Join(per, " "))
+		}
+	}
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func maxOf(xs []float64) float64 {
+	m := 0.0
+	for _, x := range xs {
+		m = max(m, x)
+	}
+	return m
+}
