@@ -76,27 +76,32 @@ func (a *admin) MemoryUsages(ctx context.Context, keys []string) ([]int64, error
 	return out, nil
 }
 
-// moveBig sizes the batch (one round trip of MEMORY USAGE) and moves each key whose size
-// calls for more than the batch's timeout alone, with that timeout; the other keys are
-// left in *keys for the batch. A big key alone that still times out is a *StuckKeyError:
-// then the target, not the size, is the problem.
-func (km *keyMover) moveBig(ctx context.Context, keys *[]string) (int, error) {
-	sz, ok := km.s.(keySizer)
-	if !ok || len(*keys) == 0 {
-		return 0, nil
+// sizes is MEMORY USAGE of each key (one round trip), zeros when the node cannot say
+// (MEMORY renamed away, say): the keys then go in batches by count as before (split on a
+// timeout), and a node that does not answer fails the MIGRATE that follows with a clearer
+// error.
+func (km *keyMover) sizes(ctx context.Context, keys []string) []int64 {
+	if sz, ok := km.s.(keySizer); ok && len(keys) > 0 {
+		if usages, err := sz.MemoryUsages(ctx, keys); err == nil {
+			return usages
+		}
 	}
-	usages, err := sz.MemoryUsages(ctx, *keys)
-	if err != nil {
-		// MEMORY renamed away, say: the batch goes as before (split on a timeout), and a
-		// node that does not answer fails the MIGRATE that follows with a clearer error.
-		return 0, nil
-	}
+	return make([]int64, len(keys))
+}
+
+// moveBig moves each key whose size (usages, MEMORY USAGE) calls for more than the
+// batch's timeout alone, with that timeout; the other keys and their sizes are left in
+// *keys and *usages for the batches. A big key alone that still times out is a
+// *StuckKeyError: then the target, not the size, is the problem.
+func (km *keyMover) moveBig(ctx context.Context, keys *[]string, usages *[]int64) (int, error) {
 	moved := 0
 	var rest []string
+	var restUsages []int64
 	for i, k := range *keys {
-		t := bigKeyTimeout(usages[i], km.timeout)
+		t := bigKeyTimeout((*usages)[i], km.timeout)
 		if t <= km.timeout {
 			rest = append(rest, k)
+			restUsages = append(restUsages, (*usages)[i])
 			continue
 		}
 		one := *km
@@ -112,7 +117,7 @@ func (km *keyMover) moveBig(ctx context.Context, keys *[]string) (int, error) {
 			return moved, err
 		}
 	}
-	*keys = rest
+	*keys, *usages = rest, restUsages
 	return moved, nil
 }
 

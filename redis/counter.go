@@ -34,7 +34,7 @@ var readCommands = map[string]bool{
 	"cluster nodes": true, "cluster info": true, "cluster slots": true, "cluster shards": true,
 	"cluster myid": true, "cluster keyslot": true, "cluster countkeysinslot": true,
 	"cluster getkeysinslot": true, "cluster count-failure-reports": true,
-	"cluster replicas": true, "cluster slaves": true, "cluster links": true,
+	"cluster replicas": true, "cluster slaves": true, "cluster links": true, "memory usage": true,
 	"acl users": true,
 }
 

@@ -41,7 +41,7 @@ func fixOpenSlots(ctx context.Context, f Factory, st *ClusterState, opts MoveOpt
 		prog.Phase = PhaseWaitingForPods
 		return prog, nil
 	}
-	var stuck error
+	var stuck, failed error
 	for _, slot := range markedSlots(st) {
 		fx := &slotFix{f: f, st: st, slot: slot, opts: opts}
 		err := fx.run(ctx)
@@ -61,9 +61,16 @@ func fixOpenSlots(ctx context.Context, f Factory, st *ClusterState, opts MoveOpt
 			}
 			continue
 		}
-		if err != nil {
-			return prog, fmt.Errorf("failed to finish open slot %d: %w", slot, err)
+		if err != nil && failed == nil {
+			// The other slots are still tried: after a failover of the source of a group of
+			// open slots, the target maps every slot it imports to nobody and reports the
+			// cluster down, so no key moves to it until the slots without keys to move
+			// (further on) are closed and it learns their owner.
+			failed = fmt.Errorf("failed to finish open slot %d: %w", slot, err)
 		}
+	}
+	if failed != nil {
+		return prog, failed
 	}
 	return prog, stuck
 }
@@ -257,7 +264,7 @@ func (fx *slotFix) giveBack(ctx context.Context, h int) error {
 	if err := hm.SetSlot(ctx, fx.slot, "importing", owner.ID()); err != nil {
 		return err
 	}
-	n, err := km.drain(ctx, fx.opts.pipeline())
+	n, err := km.drain(ctx, fx.opts)
 	fx.keys += n
 	if err != nil {
 		return err

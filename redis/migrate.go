@@ -16,7 +16,9 @@ import (
 // Factory has it; fakes of Admin need not.
 type slotMover interface {
 	SetSlot(ctx context.Context, slot int, state, nodeID string) error
+	SetSlots(ctx context.Context, slots []int, state, nodeID string) []error
 	GetKeysInSlot(ctx context.Context, slot, count int) ([]string, error)
+	GetKeysInSlots(ctx context.Context, slots []int, count int) ([][]string, error)
 	Migrate(ctx context.Context, targetAddr string, keys []string, replace bool, timeout time.Duration) error
 	Dump(ctx context.Context, key string) (string, error)
 	CountKeysInSlot(ctx context.Context, slot int) (int64, error)
@@ -31,6 +33,61 @@ func (a *admin) SetSlot(ctx context.Context, slot int, state, nodeID string) err
 	}
 	if err := a.c.Do(ctx, args...).Err(); err != nil {
 		return fmt.Errorf("failed to set slot %d %s %s on %s: %w", slot, state, nodeID, a.addr, err)
+	}
+	return nil
+}
+
+// SetSlots sends CLUSTER SETSLOT slot state [nodeID] for every slot in one pipeline: one
+// round trip, and the node rewrites its nodes.conf once for all of them (it saves the
+// config before it next sleeps, not per command) instead of once per slot. The errors are
+// per slot, nil where it succeeded.
+func (a *admin) SetSlots(ctx context.Context, slots []int, state, nodeID string) []error {
+	cmds := make([]*goredis.Cmd, len(slots))
+	_, _ = a.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i, slot := range slots {
+			args := []interface{}{"cluster", "setslot", slot, state}
+			if nodeID != "" {
+				args = append(args, nodeID)
+			}
+			cmds[i] = p.Do(ctx, args...)
+		}
+		return nil
+	})
+	errs := make([]error, len(slots))
+	for i, c := range cmds {
+		if err := c.Err(); err != nil {
+			errs[i] = fmt.Errorf("failed to set slot %d %s %s on %s: %w", slots[i], state, nodeID, a.addr, err)
+		}
+	}
+	return errs
+}
+
+// GetKeysInSlots lists up to count keys of each slot, in one pipeline.
+func (a *admin) GetKeysInSlots(ctx context.Context, slots []int, count int) ([][]string, error) {
+	cmds := make([]*goredis.StringSliceCmd, len(slots))
+	_, _ = a.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i, slot := range slots {
+			cmds[i] = p.ClusterGetKeysInSlot(ctx, slot, count)
+		}
+		return nil
+	})
+	out := make([][]string, len(slots))
+	for i, c := range cmds {
+		keys, err := c.Result()
+		if err != nil {
+			return nil, fmt.Errorf("failed to list keys of slot %d on %s: %w", slots[i], a.addr, err)
+		}
+		out[i] = keys
+	}
+	return out, nil
+}
+
+// firstErr is the first non-nil error of errs.
+func firstErr(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -128,11 +185,19 @@ func mover(a Admin) (slotMover, error) {
 
 // MoveOptions bound the moving of one slot's keys.
 type MoveOptions struct {
-	// Pipeline is the number of keys per MIGRATE batch.
+	// Pipeline is the most keys per MIGRATE batch.
 	Pipeline int
+	// BatchBytes is the most bytes (MEMORY USAGE) per MIGRATE batch; DefaultBatchBytes
+	// when zero. A key bigger than that moves alone.
+	BatchBytes int64
 	// Timeout is MIGRATE's own timeout; DefaultMigrateTimeout when zero.
 	Timeout time.Duration
 }
+
+// DefaultBatchBytes bounds a MIGRATE batch by size as well as by key count: the source
+// serves nobody while it serializes and sends a batch, so 100 keys of 1 MiB each must not
+// go in one call. 1 MiB goes over loopback or a pod network in a few milliseconds.
+const DefaultBatchBytes = 1 << 20
 
 // MigrateSlot moves one slot and its keys from src to dst (node IDs srcID, dstID) the way
 // redis-cli does: IMPORTING on the target, MIGRATING on the source, batches of `pipeline`
@@ -149,8 +214,20 @@ func MigrateSlot(ctx context.Context, f Factory, slot int, src, dst MasterAddr, 
 	return MigrateSlotWith(ctx, f, slot, src, dst, others, MoveOptions{Pipeline: pipeline})
 }
 
-// MigrateSlotWith is MigrateSlot with an explicit MIGRATE timeout.
+// MigrateSlotWith is MigrateSlot with explicit MoveOptions.
 func MigrateSlotWith(ctx context.Context, f Factory, slot int, src, dst MasterAddr, others []string, opts MoveOptions) (int, error) {
+	return MigrateSlots(ctx, f, []int{slot}, src, dst, others, opts)
+}
+
+// MigrateSlots is MigrateSlot for several slots of the same source and target, with each
+// step pipelined over all of them: IMPORTING for every slot on the target (one round trip,
+// one nodes.conf rewrite), MIGRATING on the source, the keys listed for every slot at once
+// and moved slot by slot with bounded MIGRATE (MIGRATE takes keys of one slot only), the
+// listing repeated until every slot is empty on the source, then SETSLOT NODE for every
+// slot on the target, the source, and the other masters in parallel. Each slot still goes
+// through the same steps in the same order as alone: keys move before any marker closes,
+// and the target learns first. A step cut off anywhere leaves markers for FixOpenSlots.
+func MigrateSlots(ctx context.Context, f Factory, slots []int, src, dst MasterAddr, others []string, opts MoveOptions) (int, error) {
 	s, err := mover(f.For(src.Addr))
 	if err != nil {
 		return 0, err
@@ -159,24 +236,26 @@ func MigrateSlotWith(ctx context.Context, f Factory, slot int, src, dst MasterAd
 	if err != nil {
 		return 0, err
 	}
-	if err := backoffOf(f).check(src.Addr, dst.Addr, slot); err != nil {
+	for _, slot := range slots {
+		if err := backoffOf(f).check(src.Addr, dst.Addr, slot); err != nil {
+			return 0, err
+		}
+	}
+	if err := firstErr(d.SetSlots(ctx, slots, "importing", src.ID)); err != nil {
 		return 0, err
 	}
-	if err := d.SetSlot(ctx, slot, "importing", src.ID); err != nil {
+	if err := firstErr(s.SetSlots(ctx, slots, "migrating", dst.ID)); err != nil {
 		return 0, err
 	}
-	if err := s.SetSlot(ctx, slot, "migrating", dst.ID); err != nil {
-		return 0, err
-	}
-	km := keyMover{s: s, src: src.Addr, dst: dst.Addr, slot: slot, timeout: opts.timeout(), replaceBusy: true, stuck: backoffOf(f),
+	km := keyMover{s: s, src: src.Addr, dst: dst.Addr, timeout: opts.timeout(), replaceBusy: true, stuck: backoffOf(f),
 		hold: func(ctx context.Context, d time.Duration) func() {
 			return holdDetection(ctx, f, append([]string{src.Addr, dst.Addr}, others...), d)
 		}}
-	moved, err := km.drain(ctx, opts.pipeline())
+	moved, err := km.drainSlots(ctx, slots, opts)
 	if err != nil {
 		return moved, err
 	}
-	return moved, closeSlot(ctx, f, slot, dst, src.Addr, others)
+	return moved, closeSlots(ctx, f, slots, dst, src.Addr, others)
 }
 
 func (o MoveOptions) timeout() time.Duration {
@@ -193,10 +272,18 @@ func (o MoveOptions) pipeline() int {
 	return 10
 }
 
-// closeSlot gives the slot to dst on dst first (which bumps its epoch and clears its
-// IMPORTING), then on the source and the other masters, so no node keeps an open marker.
-func closeSlot(ctx context.Context, f Factory, slot int, dst MasterAddr, src string, others []string) error {
-	for _, addr := range append([]string{dst.Addr, src}, others...) {
+func (o MoveOptions) batchBytes() int64 {
+	if o.BatchBytes > 0 {
+		return o.BatchBytes
+	}
+	return DefaultBatchBytes
+}
+
+// closeSlots gives the slots to dst on dst first (which bumps its epoch and clears its
+// IMPORTING), then on the source, then on the other masters (in parallel: they only learn
+// the owner sooner than by gossip), so no node keeps an open marker.
+func closeSlots(ctx context.Context, f Factory, slots []int, dst MasterAddr, src string, others []string) error {
+	for _, addr := range []string{dst.Addr, src} {
 		if addr == "" {
 			continue
 		}
@@ -204,19 +291,30 @@ func closeSlot(ctx context.Context, f Factory, slot int, dst MasterAddr, src str
 		if err != nil {
 			return err
 		}
-		err = m.SetSlot(ctx, slot, "node", dst.ID)
-		switch {
-		case err == nil:
-		case addr != src && addr != dst.Addr:
-			// Another master that does not know dst yet learns the owner by gossip.
-		case addr == src && strings.Contains(err.Error(), "only with masters"):
-			// The source gave away its last slot and, hearing dst's newer epoch, already
-			// turned itself into dst's replica (cluster-allow-replica-migration): the slot
-			// is closed on it.
-		default:
-			return err
+		for _, err := range m.SetSlots(ctx, slots, "node", dst.ID) {
+			switch {
+			case err == nil:
+			case addr == src && strings.Contains(err.Error(), "only with masters"):
+				// The source gave away its last slot and, hearing dst's newer epoch, already
+				// turned itself into dst's replica (cluster-allow-replica-migration): the slot
+				// is closed on it.
+			default:
+				return err
+			}
 		}
 	}
+	var wg sync.WaitGroup
+	for _, addr := range others {
+		if m, err := mover(f.For(addr)); err == nil && addr != "" {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// Another master that does not know dst yet learns the owner by gossip.
+				_ = m.SetSlots(ctx, slots, "node", dst.ID)
+			}()
+		}
+	}
+	wg.Wait()
 	return nil
 }
 
@@ -341,25 +439,76 @@ type keyMover struct {
 	hold func(ctx context.Context, d time.Duration) func()
 }
 
-// drain moves batches of up to pipeline keys until the source has none left in the slot.
-func (km *keyMover) drain(ctx context.Context, pipeline int) (int, error) {
+// drain moves the keys of km.slot until the source has none left in it.
+func (km *keyMover) drain(ctx context.Context, opts MoveOptions) (int, error) {
+	return km.drainSlots(ctx, []int{km.slot}, opts)
+}
+
+// drainSlots moves the keys of every slot until the source has none left in any: each
+// round lists up to opts.Pipeline keys of every slot still holding some (one pipeline),
+// reads their sizes (one pipeline), and moves each slot's keys in batches of at most
+// opts.Pipeline keys and opts.BatchBytes bytes. The round after the last keys moved finds
+// every slot empty: that listing is what lets the markers close.
+func (km keyMover) drainSlots(ctx context.Context, slots []int, opts MoveOptions) (int, error) {
 	moved := 0
-	for {
-		keys, err := km.s.GetKeysInSlot(ctx, km.slot, pipeline)
-		if err != nil || len(keys) == 0 {
-			return moved, err
-		}
-		n, err := km.moveBig(ctx, &keys)
-		moved += n
+	pending := slots
+	for len(pending) > 0 {
+		lists, err := km.s.GetKeysInSlots(ctx, pending, opts.pipeline())
 		if err != nil {
 			return moved, err
 		}
-		n, err = km.move(ctx, keys)
-		moved += n
-		if err != nil {
-			return moved, err
+		var all []string
+		for _, keys := range lists {
+			all = append(all, keys...)
 		}
+		if len(all) == 0 {
+			return moved, nil
+		}
+		sizes := km.sizes(ctx, all)
+		var next []int
+		at := 0
+		for i, slot := range pending {
+			keys := lists[i]
+			if len(keys) == 0 {
+				continue
+			}
+			km.slot = slot
+			usages := sizes[at : at+len(keys)]
+			at += len(keys)
+			n, err := km.moveBig(ctx, &keys, &usages)
+			moved += n
+			if err != nil {
+				return moved, err
+			}
+			for _, batch := range byBytes(keys, usages, opts.batchBytes()) {
+				n, err := km.move(ctx, batch)
+				moved += n
+				if err != nil {
+					return moved, err
+				}
+			}
+			next = append(next, slot)
+		}
+		pending = next
 	}
+	return moved, nil
+}
+
+// byBytes cuts keys into runs of at most limit bytes; a key bigger than limit goes alone.
+func byBytes(keys []string, sizes []int64, limit int64) [][]string {
+	if len(keys) == 0 {
+		return nil
+	}
+	var out [][]string
+	start, sum := 0, int64(0)
+	for i := range keys {
+		if i > start && sum+sizes[i] > limit {
+			out = append(out, keys[start:i])
+			start, sum = i, 0
+		}
+		sum += sizes[i]
+	}
+	return append(out, keys[start:])
 }
 
 // move migrates keys; a batch that times out is split in halves, down to one key, and a
