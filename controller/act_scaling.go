@@ -19,6 +19,12 @@ import (
 // responsive; the next reconcile goes on from Redis' own state.
 const scaleBudget = 2 * time.Second
 
+// requeueNext brings the next step of a resize at once. Not Requeue: true, which goes
+// through the workqueue's rate limiter: its per-item backoff (5 ms, doubling) is reset
+// only by Forget, so a migration of a dozen steps in a row would wait seconds, then
+// minutes, between steps. RequeueAfter forgets the backoff first.
+const requeueNext = time.Millisecond
+
 // scaleRequest is what the spec asks of a resize whose pods are members[:keep].
 func scaleRequest(rc *redisv1alpha1.RedisCluster, keep int) (redis.ScaleRequest, error) {
 	pipeline, err := rc.Spec.PipelineKeys()
@@ -139,7 +145,7 @@ func (r *Reconciler) reconcileScale(ctx context.Context, s *scope) (ctrl.Result,
 		r.Recorder.Eventf(rc, "Normal", ReasonApplied, "Shrank StatefulSet %s to %d pods", rc.Name, desired)
 	}
 	if p.Remaining > 0 || len(p.Actions) > 0 || p.MovedSlots > 0 {
-		return ctrl.Result{Requeue: true}, nil
+		return ctrl.Result{RequeueAfter: requeueNext}, nil
 	}
 	return ctrl.Result{RequeueAfter: requeueSoon}, nil
 }
