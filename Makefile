@@ -101,7 +101,7 @@ test: ## Run every test: unit, envtest and end to end on the local Kubernetes
 	hack/test.sh
 
 .PHONY: bench
-bench: ## Run the benchmarks: render, and bootstrap and the whole operator beside redis-cli
+bench: ## Run the benchmarks: render, bootstrap and the whole operator beside redis-cli, slot migration beside redis-cli rebalance
 	hack/bench.sh
 
 ##@ Deployment (docs/install.md)

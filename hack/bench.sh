@@ -3,6 +3,8 @@
 #   render:    BenchmarkRender (ns/op, allocs/op) on one core
 #   bootstrap: redis.Bootstrap vs redis-cli --cluster create on fresh redis-servers
 #   operator:  the whole operator on the devcluster vs redis-cli --cluster create
+#   scale:     redis.Scale vs redis-cli --cluster rebalance moving slots out to a fourth
+#              master and back, 1,000,000 keys (SCALE_KEYS), 3 rounds at least
 #   ROUNDS=5   rounds of the two Redis benchmarks
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,3 +17,5 @@ echo "=== bootstrap"
 bench/bootstrap/run.sh -rounds "$rounds"
 echo "=== operator"
 bench/operator/run.sh -rounds "$rounds"
+echo "=== scale"
+bench/scale/run.sh -rounds "$(( rounds < 3 ? 3 : rounds ))" -keys "${SCALE_KEYS:-1000000}"
