@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	goredis "github.com/go-redis/redis/v8"
@@ -132,6 +133,9 @@ func (km *keyMover) moveBig(ctx context.Context, keys *[]string, usages *[]int64
 // to what it was afterwards. Were the operator to die in between, the masters keep the
 // longer timeout until their pods restart: failures are detected later, nothing is lost.
 
+// holdMu makes holds of failure detection one at a time.
+var holdMu sync.Mutex
+
 // nodeTimeoutSetter is what holding failure detection needs from a node.
 type nodeTimeoutSetter interface {
 	NodeTimeout(ctx context.Context) (time.Duration, error)
@@ -163,6 +167,9 @@ func (a *admin) SetNodeTimeout(ctx context.Context, d time.Duration) error {
 // returns what sets each back. Best effort: a master that cannot be set keeps its own
 // timeout (the move goes on; it is only less protected).
 func holdDetection(ctx context.Context, f Factory, addrs []string, hold time.Duration) func() {
+	// Streams of disjoint pairs move at once (migrate): one hold at a time, or a second
+	// would read the first's raised timeout as the one to set back, and leave it.
+	holdMu.Lock()
 	type kept struct {
 		n   nodeTimeoutSetter
 		old time.Duration
@@ -182,6 +189,7 @@ func holdDetection(ctx context.Context, f Factory, addrs []string, hold time.Dur
 		}
 	}
 	return func() {
+		defer holdMu.Unlock()
 		if len(set) == 0 {
 			return
 		}
