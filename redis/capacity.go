@@ -20,6 +20,10 @@ type Memory struct {
 	Used int64
 	// Dataset is used_memory_dataset: the keys and values alone, what moves with the slots.
 	Dataset int64
+	// NotCounted is mem_not_counted_for_evict: replica output buffers and the AOF
+	// buffers, which Redis leaves out when it compares used_memory with maxmemory. A
+	// master receiving keys fast buffers their RESTOREs for its replica for a moment.
+	NotCounted int64
 	// MaxMemory is maxmemory; 0 means unlimited.
 	MaxMemory int64
 	// Policy is maxmemory-policy (noeviction, allkeys-lru, ...).
@@ -43,6 +47,8 @@ func ParseMemory(text string) (Memory, error) {
 			dst = &m.Dataset
 		case "maxmemory":
 			dst = &m.MaxMemory
+		case "mem_not_counted_for_evict":
+			dst = &m.NotCounted
 		case "maxmemory_policy":
 			m.Policy = value
 			continue
@@ -156,7 +162,7 @@ func projectCapacity(st *ClusterState, masters []int, mem map[string]Memory, mov
 	}
 	projected := map[string]float64{}
 	for id, m := range mem {
-		projected[id] = float64(m.Used)
+		projected[id] = float64(m.Used - m.NotCounted) // what maxmemory is compared with
 	}
 	for _, mv := range moves {
 		projected[mv.To] += perSlot[mv.From]
