@@ -34,6 +34,8 @@ var OperatorCommands = []string{
 	// Slot migration and open-slot fixing.
 	"cluster|setslot", "cluster|getkeysinslot", "cluster|countkeysinslot",
 	"migrate", "asking", "dump",
+	// Sizing MIGRATE batches by bytes, and holding failure detection while a big key moves.
+	"memory|usage", "config|get",
 	// What MIGRATE sends to the target as this user (AUTH2 opens its connection).
 	"select", "restore-asking",
 	// Rotation and application users.
