@@ -51,7 +51,10 @@ func TestRestrictedNamespaceAndDisruptionBudget(t *testing.T) {
 
 	start := time.Now()
 	applyCluster(ctx, t, demoSample, ns, func(u *unstructured.Unstructured) {
-		g.Expect(unstructured.SetNestedField(u.Object, "emptyDir", "spec", "pod", "0", "volumes", "type")).To(Succeed())
+		pod, _, _ := unstructured.NestedSlice(u.Object, "spec", "pod")
+		g.Expect(pod).To(HaveLen(1))
+		g.Expect(unstructured.SetNestedField(pod[0].(map[string]any), "emptyDir", "volumes", "type")).To(Succeed())
+		g.Expect(unstructured.SetNestedSlice(u.Object, pod, "spec", "pod")).To(Succeed())
 	})
 	g.Expect(stack.WaitForPhase(ctx, ns, name, "Running", formTime)).To(Succeed(), "events: %s", stsEvents(ctx, cs, ns))
 	eventuallyFormed(ctx, t, ns, name)
@@ -89,7 +92,11 @@ func TestRestrictedNamespaceAndDisruptionBudget(t *testing.T) {
 	g.Expect(r.Load(ctx, "pre", securityKeys)).To(Succeed())
 	w, err := r.StartWriter(ctx, "w")
 	g.Expect(err).NotTo(HaveOccurred())
-	defer w.Stop()
+	defer func() {
+		if w != nil {
+			w.Stop()
+		}
+	}()
 	time.Sleep(time.Second)
 
 	// A replica first, then any other pod while the first is away.
@@ -126,8 +133,8 @@ func TestRestrictedNamespaceAndDisruptionBudget(t *testing.T) {
 	waitAllowed(1)
 	t.Logf("%s back and the budget free again %v after the eviction", first, time.Since(evictedAt).Round(time.Second))
 
-	rep := w.Stop()
-	acked := w.Acked()
+	rep, acked := w.Stop(), w.Acked()
+	w = nil
 	pre, err := r.Missing(ctx, keyNames("pre", securityKeys))
 	g.Expect(err).NotTo(HaveOccurred())
 	lost, err := r.Missing(ctx, acked)
