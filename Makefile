@@ -61,6 +61,8 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRD and RBAC from the markers, and 
 	cp config/crd/bases/*.yaml $(CHART)/crds/
 	cp config/rbac/role.yaml $(CHART)/files/manager-role.yaml
 	cp config/rbac/leader_election_role.yaml $(CHART)/files/leader-election-role.yaml
+	cp config/rbac/metrics_auth_role.yaml $(CHART)/files/metrics-auth-role.yaml
+	cp config/rbac/metrics_reader_role.yaml $(CHART)/files/metrics-reader-role.yaml
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate deepcopy functions

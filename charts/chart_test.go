@@ -67,6 +67,7 @@ var combos = map[string][]string{
 	"namespaced RBAC, two ns":        {"--set", "rbac.scope=namespaced", "--set", "watchNamespaces={team-a,team-b}"},
 	"leader election, 2 pods":        {"--set", "leaderElection.enabled=true", "--set", "replicaCount=2"},
 	"no leader election, no metrics": {"--set", "leaderElection.enabled=false", "--set", "metrics.enabled=false"},
+	"plain metrics":                  {"--set", "metrics.secure=false"},
 }
 
 func template(t *testing.T, set ...string) ([]*unstructured.Unstructured, error) {
@@ -160,6 +161,8 @@ func TestChartLints(t *testing.T) {
 func TestChartRendersValueCombinations(t *testing.T) {
 	managerRules := fileRules(t, "../config/rbac/role.yaml")
 	leaderRules := fileRules(t, "../config/rbac/leader_election_role.yaml")
+	metricsAuthRules := fileRules(t, "../config/rbac/metrics_auth_role.yaml")
+	metricsReaderRules := fileRules(t, "../config/rbac/metrics_reader_role.yaml")
 	sa := rbacv1.Subject{Kind: "ServiceAccount", Name: fullname, Namespace: releaseNS}
 	common := []string{
 		"ServiceAccount " + releaseNS + "/" + fullname,
@@ -170,6 +173,9 @@ func TestChartRendersValueCombinations(t *testing.T) {
 		"RoleBinding " + releaseNS + "/" + fullname + "-leader-election",
 	}
 	metrics := []string{"Service " + releaseNS + "/" + fullname + "-metrics"}
+	// The metrics endpoint's authentication: cluster-scoped even for a namespaced install.
+	metricsAuth := []string{"ClusterRole /" + fullname + "-metrics-auth", "ClusterRoleBinding /" + fullname + "-metrics-auth",
+		"ClusterRole /" + fullname + "-metrics-reader"}
 	clusterRBAC := []string{"ClusterRole /" + fullname + "-manager", "ClusterRoleBinding /" + fullname + "-manager"}
 	nsRBAC := []string{
 		"Role team-a/" + fullname + "-manager", "RoleBinding team-a/" + fullname + "-manager",
@@ -182,14 +188,16 @@ func TestChartRendersValueCombinations(t *testing.T) {
 		args     []string // flags the manager must get
 		noArgs   []string // flag prefixes it must not get
 	}{
-		{"defaults", slices.Concat(common, leader, metrics, clusterRBAC), 1,
-			[]string{"--leader-elect", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081"}, []string{"--namespaces"}},
-		{"namespaced RBAC, two ns", slices.Concat(common, leader, metrics, nsRBAC), 1,
+		{"defaults", slices.Concat(common, leader, metrics, metricsAuth, clusterRBAC), 1,
+			[]string{"--leader-elect", "--metrics-bind-address=:8443", "--health-probe-bind-address=:8081"}, []string{"--namespaces", "--metrics-secure"}},
+		{"namespaced RBAC, two ns", slices.Concat(common, leader, metrics, metricsAuth, nsRBAC), 1,
 			[]string{"--leader-elect", "--namespaces=team-a,team-b"}, nil},
-		{"leader election, 2 pods", slices.Concat(common, leader, metrics, clusterRBAC), 2,
+		{"leader election, 2 pods", slices.Concat(common, leader, metrics, metricsAuth, clusterRBAC), 2,
 			[]string{"--leader-elect"}, []string{"--namespaces"}},
 		{"no leader election, no metrics", slices.Concat(common, clusterRBAC), 1,
-			[]string{"--metrics-bind-address=0"}, []string{"--leader-elect"}},
+			[]string{"--metrics-bind-address=0"}, []string{"--leader-elect", "--metrics-secure"}},
+		{"plain metrics", slices.Concat(common, leader, metrics, clusterRBAC), 1,
+			[]string{"--metrics-bind-address=:8443", "--metrics-secure=false"}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -206,7 +214,15 @@ func TestChartRendersValueCombinations(t *testing.T) {
 			for key, o := range got {
 				switch o.GetKind() {
 				case "ClusterRole":
-					expectRules(t, key, convert[rbacv1.ClusterRole](t, o).Rules, managerRules)
+					r := convert[rbacv1.ClusterRole](t, o)
+					switch {
+					case strings.HasSuffix(r.Name, "-metrics-auth"):
+						expectRules(t, key, r.Rules, metricsAuthRules)
+					case strings.HasSuffix(r.Name, "-metrics-reader"):
+						expectRules(t, key, r.Rules, metricsReaderRules)
+					default:
+						expectRules(t, key, r.Rules, managerRules)
+					}
 				case "Role":
 					r := convert[rbacv1.Role](t, o)
 					if strings.HasSuffix(r.Name, "-leader-election") {
@@ -398,5 +414,49 @@ func TestInstallerIsKustomizeOutput(t *testing.T) {
 	}
 	if bytes.Contains(data, []byte("controller:latest")) {
 		t.Error("the installer still names the placeholder image controller:latest")
+	}
+}
+
+// TestNamespacedOverlay: config/namespaced grants the generated rules (config/rbac/role.yaml,
+// the one source) as a Role and RoleBinding in namespace shop, keeps no manager
+// ClusterRole or ClusterRoleBinding, and narrows the operator to shop; the rest is
+// config/default's.
+func TestNamespacedOverlay(t *testing.T) {
+	got := kustomizeObjects(t, "../config/namespaced")
+	base := kustomizeObjects(t, "../config/default")
+	for _, k := range []string{"ClusterRole /redis-operator-manager-role", "ClusterRoleBinding /redis-operator-manager-rolebinding"} {
+		if got[k] != nil {
+			t.Errorf("the namespaced overlay keeps %s", k)
+		}
+	}
+	role := got["Role shop/redis-operator-manager-role"]
+	binding := got["RoleBinding shop/redis-operator-manager-rolebinding"]
+	if role == nil || binding == nil {
+		t.Fatalf("the namespaced overlay has no manager Role and RoleBinding in shop: %v", keys(got))
+	}
+	expectRules(t, "Role shop/redis-operator-manager-role", convert[rbacv1.Role](t, role).Rules, fileRules(t, "../config/rbac/role.yaml"))
+	rb := convert[rbacv1.RoleBinding](t, binding)
+	if rb.RoleRef.Kind != "Role" || rb.RoleRef.Name != "redis-operator-manager-role" {
+		t.Errorf("RoleBinding refers to %s %s", rb.RoleRef.Kind, rb.RoleRef.Name)
+	}
+	expectSubjects(t, "RoleBinding shop/redis-operator-manager-rolebinding", rb.Subjects,
+		rbacv1.Subject{Kind: "ServiceAccount", Name: "redis-operator-controller-manager", Namespace: "redis-operator-system"})
+	dep := convert[appsv1.Deployment](t, got["Deployment redis-operator-system/redis-operator-controller-manager"])
+	if !slices.Contains(dep.Spec.Template.Spec.Containers[0].Args, "--namespaces=shop") {
+		t.Errorf("manager args %v lack --namespaces=shop", dep.Spec.Template.Spec.Containers[0].Args)
+	}
+	// Everything else is config/default's, object for object.
+	for k := range base {
+		switch k {
+		case "ClusterRole /redis-operator-manager-role", "ClusterRoleBinding /redis-operator-manager-rolebinding",
+			"Deployment redis-operator-system/redis-operator-controller-manager":
+			continue
+		}
+		if got[k] == nil || !reflect.DeepEqual(got[k].Object, base[k].Object) {
+			t.Errorf("%s differs from config/default's", k)
+		}
+	}
+	if len(got) != len(base) {
+		t.Errorf("the overlay has %d objects, config/default %d", len(got), len(base))
 	}
 }

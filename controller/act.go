@@ -78,6 +78,11 @@ func (r *Reconciler) act(ctx context.Context, s *scope) (ctrl.Result, error) {
 			s.notices = append(s.notices, s.resized)
 		}
 	}
+	if deleted, err := r.deleteUnrendered(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	} else if len(deleted) > 0 {
+		r.Recorder.Eventf(s.cluster, corev1.EventTypeNormal, ReasonDeletedUnrendered, "Deleted %s: the spec no longer renders it", strings.Join(deleted, ", "))
+	}
 	return action(r, ctx, s)
 }
 

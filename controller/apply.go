@@ -8,10 +8,14 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
+	policyv1ac "k8s.io/client-go/applyconfigurations/policy/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -52,6 +56,65 @@ func (r *Reconciler) applyObjects(ctx context.Context, s *scope) ([]string, erro
 	return applied, nil
 }
 
+// observeUnrendered lists the optional objects this RedisCluster controls that its spec
+// no longer renders (a NetworkPolicy after spec.networkPolicy.enabled went false), for
+// deleteUnrendered. Nothing is listed while nothing is rendered (a refused spec).
+func (r *Reconciler) observeUnrendered(ctx context.Context, s *scope) error {
+	s.unrendered = nil
+	if len(s.rendered) == 0 {
+		return nil
+	}
+	rendered := map[string]bool{}
+	for _, obj := range s.rendered {
+		rendered[objectKey(obj)] = true
+	}
+	for _, obj := range optionalObjects(s.cluster.Name) {
+		kind := kindOf(obj)
+		if rendered[kind+"/"+obj.GetName()] {
+			continue
+		}
+		err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.cluster.Namespace, Name: obj.GetName()}, obj)
+		switch {
+		case client.IgnoreNotFound(err) != nil:
+			return fmt.Errorf("failed to get %s %s: %w", kind, obj.GetName(), err)
+		case err != nil:
+			continue
+		}
+		if owner := metav1.GetControllerOf(obj); owner != nil && owner.UID == s.cluster.UID {
+			s.unrendered = append(s.unrendered, obj)
+		}
+	}
+	return nil
+}
+
+// deleteUnrendered deletes what observeUnrendered found, each with its UID as a
+// precondition so an object made again since is left alone. It returns the kind/name of
+// each object deleted.
+func (r *Reconciler) deleteUnrendered(ctx context.Context, s *scope) ([]string, error) {
+	var deleted []string
+	for _, obj := range s.unrendered {
+		what := kindOf(obj) + "/" + obj.GetName()
+		log.FromContext(ctx).Info("Deleting an object the spec no longer renders", "object", what)
+		uid := obj.GetUID()
+		err := r.Client.Delete(ctx, obj, client.Preconditions{UID: &uid})
+		if client.IgnoreNotFound(err) != nil {
+			return deleted, fmt.Errorf("failed to delete %s: %w", what, err)
+		}
+		deleted = append(deleted, what)
+	}
+	s.unrendered = nil
+	return deleted, nil
+}
+
+// kindOf is the kind of the typed objects optionalObjects lists.
+func kindOf(obj client.Object) string {
+	switch obj.(type) {
+	case *networkingv1.NetworkPolicy:
+		return "NetworkPolicy"
+	}
+	return fmt.Sprintf("%T", obj)
+}
+
 // logApply says what is about to be applied; a StatefulSet whose size changes (a scale-out,
 // a revert of a hand resize) says so, with both sizes.
 func logApply(ctx context.Context, s *scope, desired *unstructured.Unstructured) {
@@ -70,9 +133,19 @@ func logApply(ctx context.Context, s *scope, desired *unstructured.Unstructured)
 func configMapName(cluster string) string     { return cluster + "-config" }
 func clientServiceName(cluster string) string { return cluster + "-client" }
 
-// renderedNames are the kind/name of every object a RedisCluster of this name renders.
+// renderedNames are the kind/name of every object a RedisCluster of this name renders
+// by default. The optional NetworkPolicy (optionalNames) is named after the cluster too,
+// so it never clashes with another RedisCluster's objects.
 func renderedNames(cluster string) []string {
-	return []string{"StatefulSet/" + cluster, "Service/" + cluster, "Service/" + clientServiceName(cluster), "ConfigMap/" + configMapName(cluster)}
+	return []string{"StatefulSet/" + cluster, "Service/" + cluster, "Service/" + clientServiceName(cluster),
+		"ConfigMap/" + configMapName(cluster), "PodDisruptionBudget/" + cluster}
+}
+
+// optionalObjects are the objects a RedisCluster renders only when its spec asks for them
+// (spec.networkPolicy.enabled); one the operator applied earlier and the spec no longer
+// renders is deleted (observeUnrendered, deleteUnrendered).
+func optionalObjects(cluster string) []client.Object {
+	return []client.Object{&networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: cluster}}}
 }
 
 // notOurs says why the live object is not this RedisCluster's to apply, "" when it is:
@@ -187,6 +260,10 @@ func (r *Reconciler) liveObject(ctx context.Context, desired *unstructured.Unstr
 		live = &corev1.Service{}
 	case "ConfigMap":
 		live = &corev1.ConfigMap{}
+	case "PodDisruptionBudget":
+		live = &policyv1.PodDisruptionBudget{}
+	case "NetworkPolicy":
+		live = &networkingv1.NetworkPolicy{}
 	default:
 		return nil, fmt.Errorf("failed to read %s %s: the renderer produced a kind the operator does not manage", desired.GetKind(), desired.GetName())
 	}
@@ -227,6 +304,10 @@ func extractOwned(live client.Object) (map[string]any, error) {
 		owned, err = corev1ac.ExtractService(o, FieldOwner)
 	case *corev1.ConfigMap:
 		owned, err = corev1ac.ExtractConfigMap(o, FieldOwner)
+	case *policyv1.PodDisruptionBudget:
+		owned, err = policyv1ac.ExtractPodDisruptionBudget(o, FieldOwner)
+	case *networkingv1.NetworkPolicy:
+		owned, err = networkingv1ac.ExtractNetworkPolicy(o, FieldOwner)
 	default:
 		return nil, fmt.Errorf("failed to extract owned fields of %s: unmanaged type %T", live.GetName(), live)
 	}

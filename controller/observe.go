@@ -140,6 +140,9 @@ func (r *Reconciler) observeKubernetes(ctx context.Context, s *scope) error {
 	if len(foreign) > 0 && s.specErr == nil {
 		s.specErr = &refusal{reason: ReasonNotOwner, err: errors.New(strings.Join(foreign, "; "))}
 	}
+	if err := r.observeUnrendered(ctx, s); err != nil {
+		return err
+	}
 	return r.observeNameClashes(ctx, s)
 }
 

@@ -9,6 +9,9 @@ const (
 	ReasonPhaseChanged = "PhaseChanged"
 	// ReasonApplied: rendered objects were server-side applied.
 	ReasonApplied = "Applied"
+	// ReasonDeletedUnrendered: an optional object the spec no longer renders (a
+	// NetworkPolicy after spec.networkPolicy.enabled went false) was deleted.
+	ReasonDeletedUnrendered = "DeletedUnrendered"
 	// ReasonRedisAction: a command that changes the Redis cluster was issued (meet, slots, replicate).
 	ReasonRedisAction = "RedisAction"
 	// ReasonInvalidSpec: the spec cannot be rendered or acted on; the cluster keeps serving as it was.

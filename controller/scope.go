@@ -43,6 +43,9 @@ type scope struct {
 	// live are the rendered objects' live copies this RedisCluster controls, by kind/name
 	// (objectKey); an absent or foreign object has no entry (observeKubernetes).
 	live map[string]client.Object
+	// unrendered are optional objects this RedisCluster controls that its spec no longer
+	// renders, to delete (observeUnrendered).
+	unrendered []client.Object
 	// templateChanged is true when the rendered pod template differs from the applied one (observeKubernetes).
 	templateChanged bool
 	// appliedSize is the size the operator last gave the StatefulSet (observeKubernetes,

@@ -43,7 +43,7 @@ if [[ -f main.go && -z ${WAIT_PHASE:-} ]]; then
 		log "building and starting the operator (log: $STATE/logs/manager.log)"
 		go build -o "$BIN/manager" .
 		start_proc manager "$BIN/manager" --kubeconfig "$KUBECONFIG_FILE" \
-			--metrics-bind-address 127.0.0.1:18080 --health-probe-bind-address 127.0.0.1:18081
+			--metrics-bind-address 127.0.0.1:18080 --metrics-secure=false --health-probe-bind-address 127.0.0.1:18081
 	fi
 else
 	log "no operator main.go yet (or no CRD): the sample will not be reconciled"

@@ -139,6 +139,11 @@ type RedisClusterSpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	ClientService ClientServiceSpec `json:"clientService,omitzero"`
+
+	// networkPolicy renders a NetworkPolicy for the Redis pods when enabled (addition).
+	// Default: none.
+	// +optional
+	NetworkPolicy *NetworkPolicySpec `json:"networkPolicy,omitempty"`
 }
 
 // SecretKeyReference points at one key of a Secret in the RedisCluster's namespace.

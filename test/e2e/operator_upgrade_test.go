@@ -141,7 +141,8 @@ func TestOperatorUpgradeWritesNothing(t *testing.T) {
 
 	g.Expect(oldOp.Stop()).To(Succeed())
 	const metricsAddr = "127.0.0.1:18089"
-	newOp, err := stack.StartOperatorBinary(newBin, flags("--metrics-bind-address="+metricsAddr, "--sync-period=2s")...)
+	// Plain HTTP: reconcileCounts scrapes without a token (the old operator may not know the flag).
+	newOp, err := stack.StartOperatorBinary(newBin, flags("--metrics-bind-address="+metricsAddr, "--metrics-secure=false", "--sync-period=2s")...)
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = newOp.Stop() })
 	t.Logf("new operator log: %s", newOp.Logs)

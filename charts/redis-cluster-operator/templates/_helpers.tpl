@@ -53,6 +53,18 @@ files/manager-role.yaml; a test checks the rendered rules equal it).
 {{- toYaml $role.rules }}
 {{- end }}
 
+{{/*
+The rules of a Role or ClusterRole file copied from config/rbac by `make manifests`:
+(dict "ctx" . "file" "files/NAME.yaml").
+*/}}
+{{- define "rco.fileRules" -}}
+{{- $role := .ctx.Files.Get .file | fromYaml }}
+{{- if not $role.rules }}
+{{- fail (printf "%s has no rules: run 'make manifests'" .file) }}
+{{- end }}
+{{- toYaml $role.rules }}
+{{- end }}
+
 {{/* Leader election's rules, from config/rbac/leader_election_role.yaml (copied likewise). */}}
 {{- define "rco.leaderElectionRules" -}}
 {{- $role := .Files.Get "files/leader-election-role.yaml" | fromYaml }}

@@ -1,0 +1,183 @@
+package render
+
+import (
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// byKind returns the first rendered object of kind, nil when there is none.
+func byKind(objs []*unstructured.Unstructured, kind string) *unstructured.Unstructured {
+	for _, o := range objs {
+		if o.GetKind() == kind {
+			return o
+		}
+	}
+	return nil
+}
+
+// TestPodsAreRestricted checks every case against the `restricted` Pod Security Standard
+// as far as the pod template decides it: non-root with a fixed UID, RuntimeDefault
+// seccomp, and on every container (init, redis, exporter) no privilege escalation, no
+// capability and a read-only root filesystem with a writable /tmp.
+func TestPodsAreRestricted(t *testing.T) {
+	r := newRenderer(t)
+	for _, c := range renderCases(t) {
+		t.Run(c.name, func(t *testing.T) {
+			objs, err := r.RenderFile(c.file, c.conf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sts appsv1.StatefulSet
+			fromUnstructured(t, byKind(objs, "StatefulSet"), &sts)
+			pod := sts.Spec.Template.Spec
+			psc := pod.SecurityContext
+			if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot {
+				t.Fatalf("pod securityContext %+v: want runAsNonRoot", psc)
+			}
+			if psc.RunAsUser == nil || *psc.RunAsUser == 0 || psc.FSGroup == nil {
+				t.Errorf("pod securityContext: runAsUser %v, fsGroup %v: want a fixed non-root UID and an fsGroup", psc.RunAsUser, psc.FSGroup)
+			}
+			if psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+				t.Errorf("pod seccompProfile %+v: want RuntimeDefault", psc.SeccompProfile)
+			}
+			tmp := false
+			for _, v := range pod.Volumes {
+				tmp = tmp || (v.Name == "tmp" && v.EmptyDir != nil)
+			}
+			if !tmp {
+				t.Error("no emptyDir volume tmp")
+			}
+			all := append(append([]corev1.Container{}, pod.InitContainers...), pod.Containers...)
+			for _, ctr := range all {
+				sc := ctr.SecurityContext
+				switch {
+				case sc == nil:
+					t.Errorf("container %s has no securityContext", ctr.Name)
+					continue
+				case sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation:
+					t.Errorf("container %s: allowPrivilegeEscalation is not false", ctr.Name)
+				case sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem:
+					t.Errorf("container %s: readOnlyRootFilesystem is not true", ctr.Name)
+				case sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" || len(sc.Capabilities.Add) != 0:
+					t.Errorf("container %s: capabilities %+v, want drop [ALL] and no add", ctr.Name, sc.Capabilities)
+				}
+				mounted := false
+				for _, m := range ctr.VolumeMounts {
+					mounted = mounted || (m.Name == "tmp" && m.MountPath == "/tmp")
+				}
+				if !mounted {
+					t.Errorf("container %s does not mount the tmp emptyDir at /tmp", ctr.Name)
+				}
+			}
+		})
+	}
+}
+
+// TestUserSecurityContextOverridesFieldByField: spec.pod[0].securityContext changes the
+// fields it sets and keeps the other defaults (netpol.yaml sets runAsUser only).
+func TestUserSecurityContextOverridesFieldByField(t *testing.T) {
+	objs, err := newRenderer(t).RenderFile("testdata/cases/netpol.yaml", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sts appsv1.StatefulSet
+	fromUnstructured(t, byKind(objs, "StatefulSet"), &sts)
+	psc := sts.Spec.Template.Spec.SecurityContext
+	if *psc.RunAsUser != 1001 || *psc.RunAsGroup != 999 || *psc.FSGroup != 999 || !*psc.RunAsNonRoot {
+		t.Errorf("securityContext %+v: want runAsUser 1001 from the spec and the other defaults", psc)
+	}
+}
+
+// TestPodDisruptionBudget: one per cluster, selecting exactly the StatefulSet's pods, at
+// most one of them unavailable.
+func TestPodDisruptionBudget(t *testing.T) {
+	r := newRenderer(t)
+	for _, c := range renderCases(t) {
+		objs, err := r.RenderFile(c.file, c.conf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sts appsv1.StatefulSet
+		var pdb policyv1.PodDisruptionBudget
+		fromUnstructured(t, byKind(objs, "StatefulSet"), &sts)
+		fromUnstructured(t, byKind(objs, "PodDisruptionBudget"), &pdb)
+		if pdb.Name != sts.Name || pdb.Namespace != sts.Namespace {
+			t.Errorf("%s: PodDisruptionBudget %s/%s, want %s/%s", c.name, pdb.Namespace, pdb.Name, sts.Namespace, sts.Name)
+		}
+		if !mapsEqual(pdb.Spec.Selector.MatchLabels, sts.Spec.Selector.MatchLabels) || len(pdb.Spec.Selector.MatchExpressions) != 0 {
+			t.Errorf("%s: PDB selector %+v, want the StatefulSet's %v", c.name, pdb.Spec.Selector, sts.Spec.Selector.MatchLabels)
+		}
+		if pdb.Spec.MaxUnavailable == nil || *pdb.Spec.MaxUnavailable != intstr.FromInt32(1) || pdb.Spec.MinAvailable != nil {
+			t.Errorf("%s: PDB maxUnavailable %v minAvailable %v, want maxUnavailable 1 alone", c.name, pdb.Spec.MaxUnavailable, pdb.Spec.MinAvailable)
+		}
+	}
+}
+
+// TestNetworkPolicy: absent unless enabled; when enabled, the bus port only from the
+// cluster's own pods, the client port from the clients and the operator, the exporter's
+// from the metrics clients.
+func TestNetworkPolicy(t *testing.T) {
+	r := newRenderer(t)
+	objs, err := r.RenderFile("../config/samples/redis_v1alpha1_rediscluster.yaml", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if np := byKind(objs, "NetworkPolicy"); np != nil {
+		t.Fatalf("the demo sample renders NetworkPolicy %s without spec.networkPolicy.enabled", np.GetName())
+	}
+	objs, err = r.RenderFile("testdata/cases/netpol.yaml", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var np networkingv1.NetworkPolicy
+	fromUnstructured(t, byKind(objs, "NetworkPolicy"), &np)
+	if np.Name != "fenced" || !mapsEqual(np.Spec.PodSelector.MatchLabels, map[string]string{"app.kubernetes.io/name": "redis-cluster", "app.kubernetes.io/instance": "fenced"}) {
+		t.Fatalf("NetworkPolicy %s selects %v", np.Name, np.Spec.PodSelector.MatchLabels)
+	}
+	if len(np.Spec.PolicyTypes) != 1 || np.Spec.PolicyTypes[0] != networkingv1.PolicyTypeIngress {
+		t.Errorf("policyTypes %v, want [Ingress]", np.Spec.PolicyTypes)
+	}
+	// who may reach each port, as the rule's from lists (one entry per peer).
+	reach := map[int32][][]networkingv1.NetworkPolicyPeer{}
+	for _, rule := range np.Spec.Ingress {
+		if len(rule.From) == 0 {
+			t.Errorf("a rule with ports %v admits anyone", rule.Ports)
+		}
+		for _, p := range rule.Ports {
+			reach[p.Port.IntVal] = append(reach[p.Port.IntVal], rule.From)
+		}
+	}
+	own := func(p networkingv1.NetworkPolicyPeer) bool {
+		return p.PodSelector != nil && p.NamespaceSelector == nil && p.IPBlock == nil && p.PodSelector.MatchLabels["app.kubernetes.io/instance"] == "fenced"
+	}
+	if len(reach[16379]) != 1 || len(reach[16379][0]) != 1 || !own(reach[16379][0][0]) {
+		t.Errorf("bus port 16379 reachable from %+v, want the cluster's own pods alone", reach[16379])
+	}
+	var clientPeers []networkingv1.NetworkPolicyPeer
+	for _, from := range reach[6379] {
+		clientPeers = append(clientPeers, from...)
+	}
+	// own pods, three clients, the operator
+	if len(clientPeers) != 5 {
+		t.Errorf("client port 6379 reachable from %d peers, want 5 (own pods, 3 clients, the operator): %+v", len(clientPeers), clientPeers)
+	}
+	operator := false
+	for _, p := range clientPeers {
+		operator = operator || (p.PodSelector != nil && p.PodSelector.MatchLabels["app.kubernetes.io/name"] == "redis-cluster-operator" && p.NamespaceSelector != nil)
+	}
+	if !operator {
+		t.Error("the operator's pods cannot reach 6379")
+	}
+	if len(reach[9121]) != 1 || len(reach[9121][0]) != 1 || reach[9121][0][0].NamespaceSelector == nil {
+		t.Errorf("exporter port reachable from %+v, want the monitoring namespace", reach[9121])
+	}
+	if len(reach) != 3 {
+		t.Errorf("ports %v admitted, want 6379, 16379 and 9121", reach)
+	}
+}
