@@ -312,8 +312,10 @@ func TestScaleInChecksCapacityFirst(t *testing.T) {
 		t.Fatalf("%d masters, open %v", st.Masters(), !st.NoOpenSlots())
 	}
 
-	// Room for a third of each master's data and more: the scale-in goes through.
-	setMaxMemory(0.6)
+	// Room for all of each master's data again: the scale-in goes through. (Not just over
+	// a third: the check projects the leaving master's memory with its overhead, which
+	// put a 0.6 share on the line on a loaded machine.)
+	setMaxMemory(1.0)
 	start := time.Now()
 	moved := scaleLoop(t, ctx, f, members, req)
 	t.Logf("scaled in 4 to 3 masters in %v, %d keys moved", time.Since(start).Round(time.Millisecond), moved)
