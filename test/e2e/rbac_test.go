@@ -88,7 +88,9 @@ func TestGeneratedRBACIsEnough(t *testing.T) {
 
 	r := stack.RouterFor(ns, name, password)
 	t.Cleanup(r.Close)
-	g.Expect(r.Load(ctx, "pre", rbacKeys)).To(Succeed())
+	// Right after Running a replica may still be in its first full sync, and Load's WAIT
+	// for it times out; loading again writes the same keys and values.
+	g.Eventually(func() error { return r.Load(ctx, "pre", rbacKeys) }, 60*time.Second, 2*time.Second).Should(Succeed())
 	w, err := r.StartWriter(ctx, "w")
 	g.Expect(err).NotTo(HaveOccurred())
 	defer func() {
