@@ -195,18 +195,27 @@ func TestPauseFreezesEverything(t *testing.T) {
 // formCluster creates a 6-instance cluster on real redis-servers and reconciles it to Running.
 func formCluster(t *testing.T, h *harness) *redisv1alpha1.RedisCluster {
 	t.Helper()
+	rc, _ := formRunning(t, h, redistest.Config{})
+	h.reconcile(rc)
+	h.writes()
+	h.redis.Reset()
+	return rc
+}
+
+// formRunning creates a 6-pod cluster, starts its pods on real servers (cfg) and reconciles
+// until it is Running.
+func formRunning(t *testing.T, h *harness, cfg redistest.Config) (*redisv1alpha1.RedisCluster, []*redistest.Server) {
+	t.Helper()
 	rc := newCluster(newNamespace(t), 6)
 	if err := apiClient.Create(context.Background(), rc); err != nil {
 		t.Fatal(err)
 	}
 	h.reconcile(rc)
 	h.reconcile(rc)
-	startPods(t, rc, redistest.Start(t, 6, redistest.Config{}))
+	servers := redistest.Start(t, 6, cfg)
+	startPods(t, rc, servers)
 	h.reconcileUntil(rc, redisv1alpha1.PhaseRunning, 20)
-	h.reconcile(rc)
-	h.writes()
-	h.redis.Reset()
-	return rc
+	return rc, servers
 }
 
 // update edits the cluster's spec on the server.
