@@ -17,28 +17,6 @@ import (
 // RESTORE on the target takes longer than MIGRATE's default timeout.
 const bigMembers = 2_000_000
 
-// zaddBig writes a sorted set of n members to key on the node at addr, in pipelined
-// batches of ZADD, as a client loading it would.
-func zaddBig(ctx context.Context, t *testing.T, addr, key string, n int) {
-	t.Helper()
-	c := goredis.NewClient(&goredis.Options{Addr: addr, ReadTimeout: 30 * time.Second})
-	defer c.Close()
-	const perZadd, perPipe = 1000, 50
-	for i := 0; i < n; {
-		p := c.Pipeline()
-		for j := 0; j < perPipe && i < n; j++ {
-			zs := make([]*goredis.Z, 0, perZadd)
-			for k := 0; k < perZadd && i < n; k, i = k+1, i+1 {
-				zs = append(zs, &goredis.Z{Score: float64(i), Member: fmt.Sprintf("member:%07d", i)})
-			}
-			p.ZAdd(ctx, key, zs...)
-		}
-		if _, err := p.Exec(ctx); err != nil {
-			t.Fatalf("loading %s: %v", key, err)
-		}
-	}
-}
-
 // pingGaps pings addr every 10 ms until stop is closed and returns the longest time the
 // node did not answer: how long a MIGRATE blocked it.
 func pingGaps(addr string, stop <-chan struct{}) func() time.Duration {
@@ -128,7 +106,7 @@ func TestMigrateMovesABigKey(t *testing.T) {
 	tag := tagFor(slot)
 	big := fmt.Sprintf("{%s}:big", tag)
 	start := time.Now()
-	zaddBig(ctx, t, members[0].Addr, big, bigMembers)
+	redistest.ZAddBig(ctx, t, members[0].Addr, "", big, bigMembers)
 	small := slotKeyNames(tag, 100)
 	putKeys(t, f, members, small)
 	sizes, err := f.For(members[0].Addr).(*admin).MemoryUsages(ctx, []string{big})
@@ -217,7 +195,7 @@ func TestMigrateBigKeyStillStuckWhenTargetStalls(t *testing.T) {
 	st, _ := Observe(ctx, f, members)
 	slot := st.Members[0].Self().Slots[0].Start + 5
 	key := fmt.Sprintf("{%s}:z", tagFor(slot))
-	zaddBig(ctx, t, members[0].Addr, key, 20_000)
+	redistest.ZAddBig(ctx, t, members[0].Addr, "", key, 20_000)
 	src := MasterAddr{ID: st.Members[0].ID(), Addr: members[0].Addr}
 	dst := MasterAddr{ID: st.Members[1].ID(), Addr: members[1].Addr}
 	pause := goredis.NewClient(&goredis.Options{Addr: dst.Addr})

@@ -190,3 +190,25 @@ func Addrs(servers []*Server) []string {
 	}
 	return out
 }
+
+// ZAddBig writes a sorted set of n members ("member:0000000" …, score i) to key on the
+// node at addr in pipelined ZADD batches, as a client loading a big key would.
+func ZAddBig(ctx context.Context, t testing.TB, addr, password, key string, n int) {
+	t.Helper()
+	c := goredis.NewClient(&goredis.Options{Addr: addr, Password: password, ReadTimeout: 30 * time.Second})
+	defer c.Close()
+	const perZadd, perPipe = 1000, 50
+	for i := 0; i < n; {
+		p := c.Pipeline()
+		for j := 0; j < perPipe && i < n; j++ {
+			zs := make([]*goredis.Z, 0, perZadd)
+			for k := 0; k < perZadd && i < n; k, i = k+1, i+1 {
+				zs = append(zs, &goredis.Z{Score: float64(i), Member: fmt.Sprintf("member:%07d", i)})
+			}
+			p.ZAdd(ctx, key, zs...)
+		}
+		if _, err := p.Exec(ctx); err != nil {
+			t.Fatalf("loading %s on %s: %v", key, addr, err)
+		}
+	}
+}

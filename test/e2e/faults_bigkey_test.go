@@ -13,6 +13,7 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
 	"github.com/hc-middleware/redis-cluster-operator/test/e2e/framework"
 )
 
@@ -51,22 +52,9 @@ func keyInSlot(prefix string, slot int) string {
 // ZADD batches, and waits until its replica has it.
 func loadBigKey(ctx context.Context, t *testing.T, addr, key string, n int) {
 	t.Helper()
-	c := goredis.NewClient(&goredis.Options{Addr: addr, ReadTimeout: 30 * time.Second})
+	redistest.ZAddBig(ctx, t, addr, "", key, n)
+	c := goredis.NewClient(&goredis.Options{Addr: addr, ReadTimeout: 70 * time.Second})
 	defer c.Close()
-	const perZadd, perPipe = 1000, 50
-	for i := 0; i < n; {
-		p := c.Pipeline()
-		for j := 0; j < perPipe && i < n; j++ {
-			zs := make([]*goredis.Z, 0, perZadd)
-			for k := 0; k < perZadd && i < n; k, i = k+1, i+1 {
-				zs = append(zs, &goredis.Z{Score: float64(i), Member: fmt.Sprintf("member:%07d", i)})
-			}
-			p.ZAdd(ctx, key, zs...)
-		}
-		if _, err := p.Exec(ctx); err != nil {
-			t.Fatalf("loading %s on %s: %v", key, addr, err)
-		}
-	}
 	if err := c.Do(ctx, "wait", 1, 60000).Err(); err != nil {
 		t.Fatalf("WAIT for the replica of %s: %v", addr, err)
 	}
