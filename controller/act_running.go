@@ -19,6 +19,8 @@ func (r *Reconciler) actRunning(ctx context.Context, s *scope) (ctrl.Result, err
 		// every pod answers, and look again soon so the status catches up.
 		return r.reconcileHeal(ctx, s)
 	}
+	// A cluster-node-timeout an earlier operator raised and could not set back (staleholds.go).
+	r.releaseStaleHolds(ctx, s)
 	// A whole cluster takes a new password or changed users (auth.go); a step that
 	// fails is tried again soon, the cluster serving meanwhile.
 	if err := r.reconcileAuth(ctx, s); err != nil {

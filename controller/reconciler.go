@@ -60,6 +60,9 @@ type Reconciler struct {
 	// failWatches keeps, per cluster, a *redis.FailWatch: since when each slot owner has
 	// been seen failing, so healing promotes a replica Redis will not (promoteAfter).
 	failWatches sync.Map
+	// holdsChecked remembers, per cluster UID, that releaseStaleHolds found no raised
+	// cluster-node-timeout left by an earlier operator process.
+	holdsChecked sync.Map
 }
 
 // New builds the reconciler from the manager's clients.

@@ -131,7 +131,8 @@ func (km *keyMover) moveBig(ctx context.Context, keys *[]string, usages *[]int64
 // one big key's MIGRATE, every master's cluster-node-timeout (only masters' reports make
 // a node fail, and only a failed master is replaced) is raised to cover it, and set back
 // to what it was afterwards. Were the operator to die in between, the masters keep the
-// longer timeout until their pods restart: failures are detected later, nothing is lost.
+// longer timeout (failures are detected later, nothing is lost) until the next operator
+// process sets it back (ReleaseStaleHolds) on its first look at the cluster in Running.
 
 // holdMu makes holds of failure detection one at a time.
 var holdMu sync.Mutex
@@ -202,4 +203,32 @@ func holdDetection(ctx context.Context, f Factory, addrs []string, hold time.Dur
 			_ = k.n.SetNodeTimeout(rctx, k.old)
 		}
 	}
+}
+
+// ReleaseStaleHolds sets cluster-node-timeout back to configured on every node at addrs
+// that has a longer one: what a hold leaves behind when the operator that raised it died
+// before setting it back. Nothing is done while this process holds failure detection
+// itself. It returns how many nodes were set back; a node that cannot be read or set is
+// an error, the others are still set.
+func ReleaseStaleHolds(ctx context.Context, f Factory, addrs []string, configured time.Duration) (int, error) {
+	if !holdMu.TryLock() {
+		return 0, nil
+	}
+	defer holdMu.Unlock()
+	released := 0
+	var errs []error
+	for _, addr := range addrs {
+		n, ok := f.For(addr).(nodeTimeoutSetter)
+		if !ok {
+			continue
+		}
+		cur, err := n.NodeTimeout(ctx)
+		if err == nil && cur > configured {
+			if err = n.SetNodeTimeout(ctx, configured); err == nil {
+				released++
+			}
+		}
+		errs = append(errs, err)
+	}
+	return released, errors.Join(errs...)
 }

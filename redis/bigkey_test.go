@@ -211,3 +211,44 @@ func TestMigrateBigKeyStillStuckWhenTargetStalls(t *testing.T) {
 	t.Logf("%v", stuck)
 	_ = pause.Do(ctx, "client", "unpause").Err()
 }
+
+// A hold an earlier operator process left behind (it died between raising and setting
+// back) is set back; a hold this process has under way is left alone.
+func TestReleaseStaleHolds(t *testing.T) {
+	servers := redistest.Start(t, 2, healCfg)
+	addrs := redistest.Addrs(servers)
+	f := NewFactory(Options{})
+	defer f.Close()
+	ctx := context.Background()
+	timeoutOf := func(addr string) time.Duration {
+		d, err := f.For(addr).(nodeTimeoutSetter).NodeTimeout(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	const configured = time.Second
+	// What a dead operator leaves: the first node raised, the second at its configured value.
+	if err := f.For(addrs[0]).(nodeTimeoutSetter).SetNodeTimeout(ctx, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	restore := holdDetection(ctx, f, addrs[1:], 20*time.Second)
+	if n, err := ReleaseStaleHolds(ctx, f, addrs, configured); err != nil || n != 0 {
+		t.Fatalf("released %d (%v) while this process holds detection; want 0", n, err)
+	}
+	if got := timeoutOf(addrs[1]); got != 20*time.Second {
+		t.Fatalf("the hold under way was changed: cluster-node-timeout %v", got)
+	}
+	restore()
+
+	n, err := ReleaseStaleHolds(ctx, f, addrs, configured)
+	if err != nil || n != 1 {
+		t.Fatalf("released %d (%v); want the one raised node", n, err)
+	}
+	for _, a := range addrs {
+		if got := timeoutOf(a); got != configured {
+			t.Errorf("%s: cluster-node-timeout %v, want %v", a, got, configured)
+		}
+	}
+}

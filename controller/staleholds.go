@@ -1,0 +1,74 @@
+package controller
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/hc-middleware/redis-cluster-operator/redis"
+)
+
+// ReasonHoldReleased: a raised cluster-node-timeout left by an earlier operator process
+// (one big key's MIGRATE holds failure detection, redis/bigkey.go) was set back.
+const ReasonHoldReleased = "HoldReleased"
+
+// releaseStaleHolds sets cluster-node-timeout back to the configured value on nodes where
+// an operator that died mid big-key move left it raised. Once per cluster per operator
+// process, on the first reconcile that finds it Running and whole: later holds are set
+// back by the process that raises them. A node that cannot be read is looked at again on
+// a later reconcile.
+func (r *Reconciler) releaseStaleHolds(ctx context.Context, s *scope) {
+	if _, done := r.holdsChecked.Load(s.cluster.UID); done {
+		return
+	}
+	configured, ok := configuredNodeTimeout(s)
+	if !ok {
+		return
+	}
+	addrs := make([]string, 0, len(s.members))
+	for _, m := range s.members {
+		addrs = append(addrs, m.Addr)
+	}
+	n, err := redis.ReleaseStaleHolds(ctx, r.factoryFor(s), addrs, configured)
+	if n > 0 {
+		r.Recorder.Eventf(s.cluster, corev1.EventTypeNormal, ReasonHoldReleased,
+			"cluster-node-timeout set back to %d ms on %d instances (raised for a big key's move by an operator that stopped before setting it back)", configured.Milliseconds(), n)
+	}
+	if err != nil {
+		log.FromContext(ctx).Info("could not check cluster-node-timeout on every instance; will look again", "error", err.Error())
+		return
+	}
+	r.holdsChecked.Store(s.cluster.UID, true)
+}
+
+// configuredNodeTimeout is cluster-node-timeout as the rendered redis.conf sets it (its
+// last line for the directive wins, as in Redis).
+func configuredNodeTimeout(s *scope) (time.Duration, bool) {
+	for _, obj := range s.rendered {
+		if obj.GetKind() != "ConfigMap" {
+			continue
+		}
+		conf, found, _ := unstructured.NestedString(obj.Object, "data", "redis.conf")
+		if !found {
+			continue
+		}
+		var ms int64 = -1
+		for _, line := range strings.Split(conf, "\n") {
+			f := strings.Fields(line)
+			if len(f) == 2 && strings.EqualFold(f[0], "cluster-node-timeout") {
+				if v, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+					ms = v
+				}
+			}
+		}
+		if ms > 0 {
+			return time.Duration(ms) * time.Millisecond, true
+		}
+	}
+	return 0, false
+}
