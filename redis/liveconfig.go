@@ -1,0 +1,283 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Live configuration: the redis.conf directives the operator applies to running nodes with
+// CONFIG SET, so changing them restarts no pod. Every other directive needs a restart (the
+// pods roll through Upgrading). The list is explicit: a directive is here only if Redis
+// 7.0 takes it with CONFIG SET on a cluster node and a running node changes behaviour at
+// once (TestLiveDirectivesAreSettable runs each on a real redis-server). templates/
+// configmap.cue keeps a copy (_liveDirectives) to leave these out of the pod template's
+// config hash; render's TestLiveDirectivesMatchCUE checks the two agree.
+//
+// Not here, on purpose: cluster-node-timeout (the operator itself raises it while a big
+// key moves, bigkey.go), appendonly and save (persistence is a restart's business), and
+// anything with several values per line (client-output-buffer-limit).
+
+// LiveDirective is one directive CONFIG SET applies, with Redis 7.0's default (as CONFIG
+// GET prints it), which a node is set back to when the directive leaves redis.conf.
+type LiveDirective struct {
+	Name    string
+	Default string
+}
+
+// LiveDirectives are the directives applied live, sorted by name.
+var LiveDirectives = []LiveDirective{
+	{"active-expire-effort", "1"},
+	{"hz", "10"},
+	{"latency-monitor-threshold", "0"},
+	{"lazyfree-lazy-eviction", "no"},
+	{"lazyfree-lazy-expire", "no"},
+	{"lazyfree-lazy-server-del", "no"},
+	{"lazyfree-lazy-user-del", "no"},
+	{"maxmemory", "0"},
+	{"maxmemory-policy", "noeviction"},
+	{"maxmemory-samples", "5"},
+	{"min-replicas-max-lag", "10"},
+	{"min-replicas-to-write", "0"},
+	{"notify-keyspace-events", ""},
+	{"repl-backlog-size", "1048576"},
+	{"repl-timeout", "60"},
+	{"slowlog-log-slower-than", "10000"},
+	{"slowlog-max-len", "128"},
+	{"tcp-keepalive", "300"},
+	{"timeout", "0"},
+}
+
+// IsLiveDirective reports whether name (any case) is applied with CONFIG SET.
+func IsLiveDirective(name string) bool {
+	_, ok := liveDefault(name)
+	return ok
+}
+
+func liveDefault(name string) (string, bool) {
+	name = strings.ToLower(name)
+	for _, d := range LiveDirectives {
+		if d.Name == name {
+			return d.Default, true
+		}
+	}
+	return "", false
+}
+
+// ConfDirectives reads a redis.conf into its directives (lower case) and, for each, the
+// arguments of every line that sets it, in order. Comments and blank lines are skipped.
+func ConfDirectives(conf string) map[string][]string {
+	out := map[string][]string{}
+	for _, line := range strings.Split(conf, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, args, _ := strings.Cut(line, " ")
+		name = strings.ToLower(name)
+		out[name] = append(out[name], strings.TrimSpace(args))
+	}
+	return out
+}
+
+// LiveSettings are the live directives a redis.conf sets, with the value Redis keeps (the
+// last line's), unquoted.
+func LiveSettings(conf string) map[string]string {
+	out := map[string]string{}
+	for name, lines := range ConfDirectives(conf) {
+		if IsLiveDirective(name) {
+			out[name] = unquote(lines[len(lines)-1])
+		}
+	}
+	return out
+}
+
+// unquote takes the quotes off a value written "…" or '…' in redis.conf.
+func unquote(v string) string {
+	if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
+		return v[1 : len(v)-1]
+	}
+	return v
+}
+
+// ConfChange names the directives that differ between two redis.conf texts, split into
+// those applied live and those that need a restart, each sorted.
+type ConfChange struct {
+	Live, Restart []string
+}
+
+// DiffConf compares two redis.conf texts directive by directive.
+func DiffConf(from, to string) ConfChange {
+	a, b := ConfDirectives(from), ConfDirectives(to)
+	var c ConfChange
+	for _, name := range unionKeys(a, b) {
+		if strings.Join(a[name], "\n") == strings.Join(b[name], "\n") {
+			continue
+		}
+		if IsLiveDirective(name) {
+			c.Live = append(c.Live, name)
+		} else {
+			c.Restart = append(c.Restart, name)
+		}
+	}
+	return c
+}
+
+func unionKeys[V any](maps ...map[string]V) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, m := range maps {
+		for k := range m {
+			if !seen[k] {
+				seen[k] = true
+				out = append(out, k)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// LiveCommands are the CONFIG SET pairs that take a node from the live settings applied
+// before (applied) to want: each directive of want, and a directive applied before but no
+// longer in redis.conf back to its default. Sorted by directive.
+func LiveCommands(applied, want map[string]string) []Setting {
+	var out []Setting
+	for _, name := range unionKeys(applied, want) {
+		if v, ok := want[name]; ok {
+			out = append(out, Setting{name, v})
+		} else if def, ok := liveDefault(name); ok {
+			out = append(out, Setting{name, def})
+		}
+	}
+	return out
+}
+
+// Setting is one directive and its value.
+type Setting struct {
+	Name, Value string
+}
+
+// ConfigRefusedError says which directive a node refused and Redis' words.
+type ConfigRefusedError struct {
+	Addr    string
+	Setting Setting
+	Err     error
+}
+
+func (e *ConfigRefusedError) Error() string {
+	return fmt.Sprintf("Redis refuses %s %q: %v", e.Setting.Name, e.Setting.Value, e.Err)
+}
+
+func (e *ConfigRefusedError) Unwrap() error { return e.Err }
+
+// configAdmin is what live configuration needs of a node.
+type configAdmin interface {
+	ConfigGet(ctx context.Context, name string) (string, error)
+	ConfigSet(ctx context.Context, name, value string) error
+}
+
+// ConfigGet reads one parameter with CONFIG GET.
+func (a *admin) ConfigGet(ctx context.Context, name string) (string, error) {
+	v, err := a.c.ConfigGet(ctx, name).Result()
+	if err != nil {
+		return "", fmt.Errorf("failed to read %s on %s: %w", name, a.addr, err)
+	}
+	if len(v) != 2 {
+		return "", fmt.Errorf("failed to read %s on %s: Redis does not know it", name, a.addr)
+	}
+	return fmt.Sprint(v[1]), nil
+}
+
+// ConfigSet sets one parameter with CONFIG SET; a refusal is a *ConfigRefusedError.
+func (a *admin) ConfigSet(ctx context.Context, name, value string) error {
+	if err := a.c.ConfigSet(ctx, name, value).Err(); err != nil {
+		if isRedisError(err) {
+			return &ConfigRefusedError{Addr: a.addr, Setting: Setting{name, value}, Err: err}
+		}
+		return fmt.Errorf("failed to set %s on %s: %w", name, a.addr, err)
+	}
+	return nil
+}
+
+// isRedisError tells an error Redis answered (ERR …) from a network failure.
+func isRedisError(err error) bool {
+	_, ok := err.(interface{ RedisError() })
+	return ok
+}
+
+func configOf(a Admin) (configAdmin, error) {
+	c, ok := a.(configAdmin)
+	if !ok {
+		return nil, fmt.Errorf("failed to configure %s: this Admin cannot", a.Addr())
+	}
+	return c, nil
+}
+
+// ApplyLive sets every setting on every node at addrs, in order. A setting a node refuses
+// (or a node that stops answering) leaves no node half-changed: every setting already
+// made is set back, on every node touched, to what CONFIG GET read before, and the first
+// error is returned (a *ConfigRefusedError names the directive). The node at addrs[0]
+// tries the whole list first, so a refusal usually touches that node alone.
+func ApplyLive(ctx context.Context, f Factory, addrs []string, settings []Setting) error {
+	var undo []func()
+	rollBack := func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	for _, addr := range addrs {
+		steps, err := applyLiveOn(ctx, f.For(addr), settings)
+		undo = append(undo, steps...)
+		if err != nil {
+			rollBack()
+			return err
+		}
+	}
+	return nil
+}
+
+// applyLiveOn sets the settings on one node and returns how to set each back.
+func applyLiveOn(ctx context.Context, a Admin, settings []Setting) ([]func(), error) {
+	c, err := configOf(a)
+	if err != nil {
+		return nil, err
+	}
+	var undo []func()
+	for _, s := range settings {
+		was, err := c.ConfigGet(ctx, s.Name)
+		if err != nil {
+			return undo, err
+		}
+		if err := c.ConfigSet(ctx, s.Name, s.Value); err != nil {
+			return undo, err
+		}
+		name := s.Name
+		undo = append(undo, func() { _ = c.ConfigSet(context.WithoutCancel(ctx), name, was) })
+	}
+	return undo, nil
+}
+
+// TryLive sets the settings on the node at addr and sets them back, whether or not Redis
+// took them: a refusal found there (a *ConfigRefusedError) leaves every node as it was.
+func TryLive(ctx context.Context, f Factory, addr string, settings []Setting) error {
+	undo, err := applyLiveOn(ctx, f.For(addr), settings)
+	for i := len(undo) - 1; i >= 0; i-- {
+		undo[i]()
+	}
+	return err
+}
+
+// RestartConf is redis.conf without the lines of live directives: what the pod template's
+// config hash covers (templates/configmap.cue computes the same in CUE).
+func RestartConf(conf string) string {
+	var keep []string
+	for _, line := range strings.Split(conf, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && IsLiveDirective(f[0]) {
+			continue
+		}
+		keep = append(keep, line)
+	}
+	return strings.Join(keep, "\n")
+}

@@ -1,0 +1,73 @@
+package render
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	goredis "github.com/go-redis/redis/v8"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
+)
+
+// TestLiveDirectivesMatchGo checks CUE's copy of the live directives (_liveDirectives in
+// templates/configmap.cue) against redis.LiveDirectives: for every directive a real
+// redis-server 7.0 knows (CONFIG GET *), a change of its value in the user ConfigMap
+// leaves the pod template's config hash as it was exactly when Go calls it live, while
+// the ConfigMap always carries the new value.
+func TestLiveDirectivesMatchGo(t *testing.T) {
+	r := newRenderer(t)
+	clusters, err := ReadFile("../config/samples/redis_v1alpha1_rediscluster.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := clusters[0]
+	rc.Spec.Pod[0].ConfigMap = "user"
+	hashAndConf := func(userConf string) (string, string) {
+		objs, err := r.Render(rc, userConf)
+		if err != nil {
+			t.Fatalf("Render with %q: %v", userConf, err)
+		}
+		var hash, conf string
+		for _, o := range objs {
+			switch o.GetKind() {
+			case "StatefulSet":
+				hash, _, _ = unstructured.NestedString(o.Object, "spec", "template", "metadata", "annotations", "redis.middleware.hc.cn/config-hash")
+			case "ConfigMap":
+				conf, _, _ = unstructured.NestedString(o.Object, "data", "redis.conf")
+			}
+		}
+		return hash, conf
+	}
+	servers := redistest.Start(t, 1, redistest.Config{})
+	c := goredis.NewClient(&goredis.Options{Addr: servers[0].Addr})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	all, err := c.ConfigGet(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]bool{}
+	for i := 0; i+1 < len(all); i += 2 {
+		known[fmt.Sprint(all[i])] = true
+	}
+	for _, d := range redis.LiveDirectives {
+		if !known[d.Name] {
+			t.Errorf("live directive %s is unknown to redis-server", d.Name)
+		}
+	}
+	for name := range known {
+		before, _ := hashAndConf(name + " 67890\n")
+		hash, conf := hashAndConf(name + " 12345\n")
+		if live := redis.IsLiveDirective(name); live != (hash == before) {
+			t.Errorf("%s: Go says live=%v, but a change of its value changed the config hash=%v", name, live, hash != before)
+		}
+		if got := redis.LiveSettings(conf)[name]; redis.IsLiveDirective(name) && got != "12345" {
+			t.Errorf("%s: the rendered redis.conf sets it to %q, want 12345", name, got)
+		}
+	}
+}
