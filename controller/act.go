@@ -72,6 +72,7 @@ func (r *Reconciler) act(ctx context.Context, s *scope) (ctrl.Result, error) {
 		return ctrl.Result{}, err
 	} else if len(applied) > 0 {
 		r.Recorder.Eventf(s.cluster, corev1.EventTypeNormal, ReasonApplied, "Applied %s", strings.Join(applied, ", "))
+		r.announceConfChange(s)
 		if s.resized != "" {
 			// Said every time it happens: each is another resize undone.
 			r.Recorder.Event(s.cluster, corev1.EventTypeWarning, ReasonReverted, s.resized)
@@ -82,6 +83,10 @@ func (r *Reconciler) act(ctx context.Context, s *scope) (ctrl.Result, error) {
 		return ctrl.Result{}, err
 	} else if len(deleted) > 0 {
 		r.Recorder.Eventf(s.cluster, corev1.EventTypeNormal, ReasonDeletedUnrendered, "Deleted %s: the spec no longer renders it", strings.Join(deleted, ", "))
+	}
+	// Any phase of a formed cluster: a pod restarted by an upgrade or a heal is checked too.
+	if err := r.reconcileLiveConfig(ctx, s); err != nil {
+		return ctrl.Result{}, err
 	}
 	return action(r, ctx, s)
 }

@@ -33,6 +33,7 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) error {
 		return err
 	}
 	r.observeRedis(ctx, s)
+	r.observeLiveConfig(ctx, s)
 	return nil
 }
 

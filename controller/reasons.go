@@ -40,6 +40,14 @@ const (
 	ReasonNameClash = "NameClash"
 	// ReasonApplyFailed: the API server refused an object the operator applied.
 	ReasonApplyFailed = "ApplyFailed"
+	// ReasonConfigApplied: redis.conf's live directives changed and every node was given
+	// them with CONFIG SET, no pod restarted (liveconfig.go).
+	ReasonConfigApplied = "ConfigApplied"
+	// ReasonConfigRestart: a redis.conf directive CONFIG SET cannot apply changed; the
+	// pods roll (Upgrading).
+	ReasonConfigRestart = "ConfigRestart"
+	// ReasonConfigRefused: Redis refused a live directive's value; nothing was changed.
+	ReasonConfigRefused = "ConfigRefused"
 )
 
 // refusal is a reason the spec cannot be acted on that has an event reason of its own

@@ -61,6 +61,10 @@ type scope struct {
 	// Upgrading, where it picks the failover target and guards the end (observeRedis).
 	replication map[string]redis.Replication
 
+	// conf is what redis.conf changes and what was done about its live directives
+	// (observeLiveConfig, reconcileLiveConfig).
+	conf liveConf
+
 	// decision is what the phase machine decided for this reconcile (decide).
 	decision fsm.Decision
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -25,6 +26,10 @@ const (
 	// lastTransitionTime is when the current phase began (the operator's timeouts count
 	// from it) and its observedGeneration the generation the phase began at.
 	ConditionProgressing = "Progressing"
+	// ConditionDegraded is True while the cluster serves (Running, cluster_state ok) but a
+	// master holding slots has no replica although spec.replicasPerMaster asks for some:
+	// one more failure there loses its slots. False otherwise.
+	ConditionDegraded = "Degraded"
 	// ConditionFormed turns True the first time the cluster reaches Running and stays so.
 	// Bootstrap only runs while it is not True: a formed cluster that loses slots is
 	// healed or reported, never silently "created" again.
@@ -95,6 +100,9 @@ func computeStatus(s *scope, succeeded bool) redisv1alpha1.RedisClusterStatus {
 		// Only a spec the operator acted on counts as observed.
 		st.ObservedGeneration = rc.Generation
 	}
+	if s.conf.status != nil {
+		st.LiveConfig = s.conf.status
+	}
 	if s.auth != nil || rc.Spec.PasswordSecret == nil {
 		st.Auth = authStatus(s)
 	}
@@ -135,6 +143,8 @@ func setClusterConditions(st *redisv1alpha1.RedisClusterStatus, s *scope) {
 		ready.Status, ready.Message = metav1.ConditionTrue, "cluster_state is ok on every node"
 	}
 	meta.SetStatusCondition(&st.ClusterConditions, ready)
+	meta.SetStatusCondition(&st.ClusterConditions, degraded(phase, s))
+	setConfigured(st, s)
 	if phase == fsm.Running && !formedOnce(st) {
 		meta.SetStatusCondition(&st.ClusterConditions, metav1.Condition{Type: ConditionFormed, Status: metav1.ConditionTrue,
 			Reason: "Bootstrapped", Message: "the Redis cluster was formed", ObservedGeneration: s.cluster.Generation})
@@ -161,6 +171,41 @@ func setClusterConditions(st *redisv1alpha1.RedisClusterStatus, s *scope) {
 	progressing.LastTransitionTime, progressing.ObservedGeneration = old.LastTransitionTime, old.ObservedGeneration
 	progressing.Message = old.Message
 	*old = progressing
+}
+
+// degraded is the Degraded condition: True when the cluster serves with a shard that has
+// no replica.
+func degraded(phase fsm.Phase, s *scope) metav1.Condition {
+	c := metav1.Condition{Type: ConditionDegraded, Status: metav1.ConditionFalse, Reason: "Replicated", ObservedGeneration: s.cluster.Generation,
+		Message: "every master has a replica, or the spec asks for none"}
+	switch {
+	case phase != fsm.Running || !serving(s.redis):
+		c.Reason, c.Message = "NotServing", "the cluster is not Running with cluster_state ok"
+	case s.cluster.Spec.ReplicasPerMasterOrDefault() > 0:
+		if lone := s.redis.MastersWithoutReplica(); len(lone) > 0 {
+			c.Status, c.Reason = metav1.ConditionTrue, "ReplicaMissing"
+			c.Message = fmt.Sprintf("master %s has no replica: one more failure there loses its slots", strings.Join(lone, ", "))
+		}
+	}
+	return c
+}
+
+// serving reports whether every member that answers says cluster_state ok: a replica pod
+// down does not stop the cluster serving.
+func serving(st *redis.ClusterState) bool {
+	if st == nil {
+		return false
+	}
+	answered := 0
+	for i := range st.Members {
+		if m := &st.Members[i]; m.Reachable() {
+			if !m.Info.OK() {
+				return false
+			}
+			answered++
+		}
+	}
+	return answered > 0
 }
 
 // instanceConditions lists one entry per pod, in ordinal order, with the seed's fields.

@@ -119,3 +119,19 @@ func (s *ClusterState) SlotsHeldAt(ip string, port int) SlotRanges {
 	}
 	return out
 }
+
+// MastersWithoutReplica lists the pods of the masters holding slots that no reachable
+// member replicates, in member order: shards one failure away from losing their slots.
+func (s *ClusterState) MastersWithoutReplica() []string {
+	replicated := map[string]bool{}
+	for _, rm := range s.ReplicasAndMasters() {
+		replicated[rm.Replica.Self().MasterID] = true
+	}
+	var out []string
+	for i := range s.Members {
+		if self := s.Members[i].Self(); self != nil && self.Master && len(self.Slots) > 0 && !replicated[self.ID] {
+			out = append(out, s.Members[i].Pod)
+		}
+	}
+	return out
+}

@@ -157,3 +157,17 @@ func TestSlotsHeldAt(t *testing.T) {
 		t.Errorf("another port holds %s", got)
 	}
 }
+
+func TestMastersWithoutReplica(t *testing.T) {
+	st := sixNodes()
+	for i := range st.Members[:3] {
+		st.Members[i].Self().Slots = SlotRanges{{Start: i, End: i}}
+	}
+	if got := st.MastersWithoutReplica(); len(got) != 0 {
+		t.Errorf("formed cluster: masters without replica %v, want none", got)
+	}
+	st.Members = append(st.Members[:4], st.Members[5:]...) // demo-4, replica of demo-1, gone
+	if got := st.MastersWithoutReplica(); len(got) != 1 || got[0] != "demo-1" {
+		t.Errorf("replica demo-4 gone: masters without replica %v, want [demo-1]", got)
+	}
+}

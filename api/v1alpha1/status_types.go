@@ -86,10 +86,30 @@ type RedisClusterStatus struct {
 	// +optional
 	ClusterConditions []metav1.Condition `json:"clusterConditions,omitempty"`
 
+	// liveConfig is what the operator applied to the running nodes with CONFIG SET
+	// (addition): the redis.conf settings that change without a restart
+	// (docs/configuration.md).
+	// +optional
+	LiveConfig *LiveConfigStatus `json:"liveConfig,omitempty"`
+
 	// auth says which password and ACL users the instances have (addition), without
 	// any password: hashes only. Absent without spec.passwordSecret.
 	// +optional
 	Auth *AuthStatus `json:"auth,omitempty"`
+}
+
+// LiveConfigStatus is what the operator applied of redis.conf's live directives.
+type LiveConfigStatus struct {
+	// settings are the live directives redis.conf sets, with the values every node in
+	// nodes was given with CONFIG SET.
+	// +optional
+	Settings map[string]string `json:"settings,omitempty"`
+
+	// nodes are the pods that have the settings, each as POD/UID/RESTARTS (the pod's UID
+	// shortened, the redis container's restart count): a pod restarted or replaced since
+	// is given them again, the others are not asked.
+	// +optional
+	Nodes []string `json:"nodes,omitempty"`
 }
 
 // AuthStatus is what the operator applied of spec.passwordSecret and spec.users.
