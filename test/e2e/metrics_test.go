@@ -20,7 +20,7 @@ import (
 
 // operatorMetricsAddr is where the suite's operator serves its metrics (plain HTTP,
 // --metrics-secure=false: the suite has no token for the secure endpoint's authorization).
-const operatorMetricsAddr = "127.0.0.1:18080"
+const operatorMetricsAddr = "127.0.0.1:18087"
 
 // The operator's own metrics (docs/metrics.md) checked against Redis on the demo cluster
 // loaded with 100,000 keys and a writer running: after bootstrap, after a master pod is
