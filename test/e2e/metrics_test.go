@@ -30,7 +30,8 @@ func TestOperatorMetrics(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	const ns = "e2e-metrics"
-	f := startFault(ctx, t, ns, nil)
+	// emptyDir: the deleted pod comes back empty, so healing must join it (Meet, Replicate).
+	f := startFault(ctx, t, ns, withVolumes(map[string]any{"type": "emptyDir"}))
 	g := NewWithT(t)
 
 	expectMetricsMatchRedis(ctx, t, ns, 3)
