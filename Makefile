@@ -54,7 +54,7 @@ redis-server: ## Install redis-server and redis-cli (Debian packages) when missi
 ##@ Code generation
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate the CRD and RBAC from the markers, and copy them into the Helm chart
+manifests: $(CONTROLLER_GEN) ## Generate the CRD and RBAC from the markers, and copy them and the alerts and dashboard into the Helm chart
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	@# The chart cannot read files outside itself: it gets copies, so config/ stays the one source.
 	rm -f $(CHART)/crds/*.yaml
@@ -63,6 +63,8 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRD and RBAC from the markers, and 
 	cp config/rbac/leader_election_role.yaml $(CHART)/files/leader-election-role.yaml
 	cp config/rbac/metrics_auth_role.yaml $(CHART)/files/metrics-auth-role.yaml
 	cp config/rbac/metrics_reader_role.yaml $(CHART)/files/metrics-reader-role.yaml
+	cp config/prometheus/prometheusrule.yaml $(CHART)/files/prometheusrule.yaml
+	cp config/prometheus/grafana-dashboard.json $(CHART)/files/grafana-dashboard.json
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate deepcopy functions

@@ -460,3 +460,90 @@ func TestNamespacedOverlay(t *testing.T) {
 		t.Errorf("the overlay has %d objects, config/default %d", len(got), len(base))
 	}
 }
+
+// TestChartMonitoring: the Prometheus Operator objects are off by default; on, the
+// ServiceMonitor selects the metrics Service by its labels and port, the PodMonitor the
+// Redis pods (in watchNamespaces when set), and the PrometheusRule and dashboard are
+// config/prometheus' own (the same rule groups, the same JSON).
+func TestChartMonitoring(t *testing.T) {
+	objs, err := template(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if strings.HasPrefix(o.GetAPIVersion(), "monitoring.coreos.com/") || strings.HasSuffix(o.GetName(), "-grafana-dashboard") {
+			t.Errorf("%s %s rendered by default", o.GetKind(), o.GetName())
+		}
+	}
+	on := []string{"--set", "monitoring.serviceMonitor.enabled=true", "--set", "monitoring.podMonitor.enabled=true",
+		"--set", "monitoring.prometheusRule.enabled=true", "--set", "monitoring.grafanaDashboard.enabled=true",
+		"--set", "monitoring.labels.release=kps", "--set", "watchNamespaces={shop}"}
+	objs, err = template(t, on...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := index(objs)
+	get := func(key string) *unstructured.Unstructured {
+		o, ok := m[key]
+		if !ok {
+			t.Fatalf("%s not rendered; have %v", key, keys(m))
+		}
+		return o
+	}
+	svc := get("Service " + releaseNS + "/" + fullname + "-metrics")
+	sm := get("ServiceMonitor " + releaseNS + "/" + fullname)
+	pm := get("PodMonitor " + releaseNS + "/" + fullname + "-redis-clusters")
+	rule := get("PrometheusRule " + releaseNS + "/" + fullname + "-alerts")
+	cm := get("ConfigMap " + releaseNS + "/" + fullname + "-grafana-dashboard")
+
+	selector, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
+	for k, v := range selector {
+		if svc.GetLabels()[k] != v {
+			t.Errorf("the ServiceMonitor selects %s=%s; the Service's labels are %v", k, v, svc.GetLabels())
+		}
+	}
+	endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+	ports, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
+	if len(endpoints) != 1 || endpoints[0].(map[string]any)["port"] != ports[0].(map[string]any)["name"] {
+		t.Errorf("the ServiceMonitor's endpoints %v do not name the Service's port %v", endpoints, ports)
+	}
+	if ns, _, _ := unstructured.NestedStringSlice(pm.Object, "spec", "namespaceSelector", "matchNames"); !slices.Equal(ns, []string{"shop"}) {
+		t.Errorf("the PodMonitor watches namespaces %v, want [shop]", ns)
+	}
+	for _, o := range []*unstructured.Unstructured{sm, pm, rule} {
+		if o.GetLabels()["release"] != "kps" {
+			t.Errorf("%s has no label release=kps: %v", o.GetKind(), o.GetLabels())
+		}
+	}
+
+	var config struct {
+		Spec struct{ Groups any } `json:"spec"`
+	}
+	data, err := os.ReadFile("../config/prometheus/prometheusrule.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &config); err != nil {
+		t.Fatal(err)
+	}
+	groups, _, _ := unstructured.NestedFieldCopy(rule.Object, "spec", "groups")
+	if a, b := mustJSON(t, groups), mustJSON(t, config.Spec.Groups); a != b {
+		t.Errorf("the chart's rule groups differ from config/prometheus/prometheusrule.yaml:\n%s\n%s", a, b)
+	}
+	dash, err := os.ReadFile("../config/prometheus/grafana-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := unstructured.NestedString(cm.Object, "data", "redis-cluster.json"); strings.TrimSpace(got) != strings.TrimSpace(string(dash)) {
+		t.Error("the chart's dashboard differs from config/prometheus/grafana-dashboard.json: run 'make manifests'")
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

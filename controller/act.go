@@ -128,6 +128,7 @@ func (r *Reconciler) warnIfNew(s *scope, reason, msg string) {
 		return
 	}
 	r.Recorder.Event(s.cluster, corev1.EventTypeWarning, reason, msg)
+	countRefusal(s.cluster, reason)
 }
 
 // allInstancesHealthy reports whether every pod is Ready and every Redis node reachable,

@@ -104,7 +104,9 @@ func (r *Reconciler) reconcileScale(ctx context.Context, s *scope) (ctrl.Result,
 	// would leave the key's slot open for ever. Steps without one end as soon as before.
 	sctx, cancel := context.WithTimeout(ctx, scaleBudget+healBudget+redis.BigKeyBudget)
 	defer cancel()
+	start := time.Now()
 	p, err := redis.Scale(sctx, f, members, req)
+	countMigrated(rc, p.MovedSlots, p.MovedKeys, time.Since(start))
 	r.recordActions(s, p.Actions)
 	if p.MovedSlots > 0 {
 		log.FromContext(ctx).Info("Migrated slots", "slots", p.MovedSlots, "keys", p.MovedKeys, "remaining", p.Remaining)

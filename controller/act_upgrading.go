@@ -190,6 +190,7 @@ func (r *Reconciler) failOver(ctx context.Context, s *scope, m, target *redis.Me
 		r.warnOnce(s, ReasonRedisError, err.Error())
 		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
 	}
+	countFailover(s.cluster, failoverManual)
 	r.failovers.Store(client.ObjectKeyFromObject(s.cluster), failoverSent{
 		replicaID: target.ID(), replicaPod: target.Pod, masterPod: m.Pod, at: s.now,
 	})

@@ -72,6 +72,7 @@ func (r *Reconciler) reconcileHeal(ctx context.Context, s *scope) (ctrl.Result, 
 		if len(s.members) > 0 {
 			p, err := redis.Promote(hctx, f, s.members, r.healOptions(s))
 			r.recordActions(s, p.Actions)
+			countHealed(rc, p.Actions)
 			if err != nil {
 				r.warnOnce(s, ReasonRedisError, fmt.Sprintf("Healing: %v", err))
 			}
@@ -80,6 +81,7 @@ func (r *Reconciler) reconcileHeal(ctx context.Context, s *scope) (ctrl.Result, 
 	}
 	p, err := redis.HealWith(hctx, f, s.members[:desired], int(rc.Spec.Masters()), int(rc.Spec.ReplicasPerMasterOrDefault()), r.healOptions(s))
 	r.recordActions(s, p.Actions)
+	countHealed(rc, p.Actions)
 	switch {
 	case errors.Is(err, redis.ErrRefused):
 		// Nothing was written; say why once and look again at the slow pace.

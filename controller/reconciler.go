@@ -121,17 +121,30 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		if client.IgnoreNotFound(err) == nil {
 			r.redis.forget(req.NamespacedName)
 			r.failWatches.Delete(req.NamespacedName)
+			forgetMetrics(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	rc.SetGroupVersionKind(redisv1alpha1.GroupVersion.WithKind("RedisCluster"))
 	if wrote, err := r.reconcileFinalizer(ctx, rc); err != nil || wrote {
+		if err != nil {
+			countReconcileError(rc, "finalizer")
+		}
 		return ctrl.Result{}, err
 	}
 
 	s := &scope{cluster: rc, original: *rc.Status.DeepCopy(), now: r.now()}
+	// step names the step under way, for redis_operator_reconcile_errors_total.
+	step := "observe"
 	defer func() {
+		if retErr != nil {
+			countReconcileError(rc, step)
+		}
 		err := r.writeStatus(ctx, s, retErr)
+		if err != nil && !apierrors.IsConflict(err) {
+			countReconcileError(rc, "status")
+		}
+		observeMetrics(s)
 		switch {
 		case apierrors.IsConflict(err) && retErr == nil:
 			// The cache had an older CR than the server: start again from the newer one.
@@ -144,9 +157,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := r.observe(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
+	step = "decide"
 	if err := r.decide(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
 	log.FromContext(ctx).V(1).Info("Decided", "phase", s.decision.Phase, "event", s.decision.Event, "reason", s.decision.Reason)
+	step = "act"
 	return r.act(ctx, s)
 }

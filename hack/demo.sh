@@ -78,6 +78,7 @@ if [[ -n $name ]]; then
 	echo "  kubectl get rec -n $ns"
 	[[ -n $ip ]] && echo "  redis-cli -c -h $ip -p 6379"
 fi
+echo "  curl -s http://127.0.0.1:18080/metrics | grep ^redis_operator_   # the operator's metrics (docs/metrics.md)"
 echo "Stop it with Ctrl-C here, or: make demo-down"
 
 if [[ $WAIT == 1 ]]; then

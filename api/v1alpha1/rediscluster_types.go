@@ -127,7 +127,9 @@ type RedisClusterSpec struct {
 	// and its ACL rules, applied live to every instance with ACL SETUSER (no restart)
 	// and kept in NAME-auth so a restarted instance has them. Removing an entry deletes
 	// the user (ACL DELUSER). Rules Redis refuses leave the cluster as it was and are
-	// reported naming spec.users[i].rules. Needs passwordSecret. Default: none.
+	// reported naming spec.users[i].rules. Needs passwordSecret. An entry named
+	// exporter is also the user the exporter sidecar (pod[0].monitorImage) connects
+	// as (docs/metrics.md). Default: none.
 	// +kubebuilder:validation:MaxItems=32
 	// +listType=map
 	// +listMapKey=name

@@ -65,8 +65,9 @@ func operator(t *testing.T) *framework.Operator {
 			operatorErr = fmt.Errorf("the CRD is not established: %w", waitErr)
 			return
 		}
+		// Metrics over plain HTTP on loopback, for TestOperatorMetrics.
 		operatorProc, operatorErr = stack.StartOperator(
-			"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0",
+			"--metrics-bind-address="+operatorMetricsAddr, "--metrics-secure=false", "--health-probe-bind-address=127.0.0.1:0",
 			"--leader-elect", "--leader-election-namespace=default",
 			"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s",
 			"--create-timeout=5m", "--zap-log-level=info")
