@@ -2,8 +2,8 @@ package redis
 
 import (
 	"context"
-	"fmt"
 	"crypto/tls"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
