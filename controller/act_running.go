@@ -26,5 +26,10 @@ func (r *Reconciler) actRunning(ctx context.Context, s *scope) (ctrl.Result, err
 	if err := r.reconcileAuth(ctx, s); err != nil {
 		return ctrl.Result{RequeueAfter: requeueWaiting}, fmt.Errorf("failed to apply the password or users: %w", err)
 	}
+	// A renewed certificate is loaded by every instance (tls.go), once the kubelet has
+	// refreshed the mounted files.
+	if wait, err := r.reconcileTLS(ctx, s); err != nil || wait {
+		return ctrl.Result{RequeueAfter: requeueCertificate}, err
+	}
 	return ctrl.Result{RequeueAfter: requeueRunning}, nil
 }

@@ -97,7 +97,7 @@ func (r *Reconciler) observeAuth(ctx context.Context, s *scope) error {
 	if missing != "" && s.specErr == nil {
 		s.specErr = fmt.Errorf("%s; %s", missing, keepingPassword(a))
 	}
-	s.creds = credentials{user: redis.OperatorUser, password: a.active, previous: a.previous}
+	s.creds.user, s.creds.password, s.creds.previous = redis.OperatorUser, a.active, a.previous
 	return r.observeUsers(ctx, s)
 }
 
@@ -211,7 +211,7 @@ func (r *Reconciler) writeAuthSecret(ctx context.Context, s *scope, active, prev
 		return fmt.Errorf("failed to apply Secret %s: %w", authSecretName(rc.Name), err)
 	}
 	s.auth.exists, s.auth.conf, s.auth.active, s.auth.previous = true, conf, active, previous
-	s.creds = credentials{user: redis.OperatorUser, password: active, previous: previous}
+	s.creds.user, s.creds.password, s.creds.previous = redis.OperatorUser, active, previous
 	return nil
 }
 

@@ -108,7 +108,7 @@ func observeMetrics(s *scope) {
 	}
 	values := []int{0, 0, 0, 0, 0}
 	if st := s.redis; st != nil {
-		values = []int{st.Masters(), st.ReadyReplicas(), st.SlotsCovered(), st.OpenSlots(), st.MastersWithoutReplica()}
+		values = []int{st.Masters(), st.ReadyReplicas(), st.SlotsCovered(), st.OpenSlots(), len(st.MastersWithoutReplica())}
 	}
 	for i, g := range clusterGauges {
 		g.WithLabelValues(ns, name).Set(float64(values[i]))

@@ -44,6 +44,9 @@ func (r *Reconciler) observeSpec(ctx context.Context, s *scope) error {
 	if err := r.observeAuth(ctx, s); err != nil {
 		return err
 	}
+	if err := r.observeTLS(ctx, s); err != nil {
+		return err
+	}
 	userConf, err := r.observeUserConfig(ctx, s)
 	if err != nil {
 		return err

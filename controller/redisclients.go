@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"crypto/tls"
 	"sync"
 	"time"
 
@@ -35,6 +36,16 @@ type clusterClients struct {
 // (a node may not have the new one yet). The zero value is no password.
 type credentials struct {
 	user, password, previous string
+	// tlsHash identifies tlsConfig, the TLS configuration of spec.tls (nil: plain TCP);
+	// two credentials with the same hash are the same, whichever *tls.Config they hold.
+	tlsHash   string
+	tlsConfig *tls.Config
+}
+
+// same tells whether c and o authenticate alike.
+func (c credentials) same(o credentials) bool {
+	c.tlsConfig, o.tlsConfig = nil, nil
+	return c == o
 }
 
 func newRedisClients(opts RedisClientOptions) *redisClients {
@@ -44,12 +55,12 @@ func newRedisClients(opts RedisClientOptions) *redisClients {
 func (c *redisClients) factory(key types.NamespacedName, creds credentials) redis.Factory {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if cc, ok := c.byCR[key]; ok && cc.creds == creds {
+	if cc, ok := c.byCR[key]; ok && cc.creds.same(creds) {
 		return cc.factory
 	} else if ok {
 		_ = cc.factory.Close()
 	}
-	opts := redis.Options{User: creds.user, Password: creds.password, DialTimeout: c.opts.DialTimeout, ReadTimeout: c.opts.ReadTimeout, Hooks: c.opts.Hooks}
+	opts := redis.Options{User: creds.user, Password: creds.password, DialTimeout: c.opts.DialTimeout, ReadTimeout: c.opts.ReadTimeout, Hooks: c.opts.Hooks, TLS: creds.tlsConfig}
 	if creds.previous != "" {
 		opts.OldPasswords = []string{creds.previous}
 	}
@@ -67,6 +78,15 @@ func (c *redisClients) lastPassword(key types.NamespacedName) (string, bool) {
 	defer c.mu.Unlock()
 	cc, ok := c.byCR[key]
 	return cc.creds.password, ok && cc.creds.password != ""
+}
+
+// lastTLS is the TLS configuration the cluster's clients were last made with, if any:
+// when the Secret of spec.tls goes missing the operator keeps dialing with it.
+func (c *redisClients) lastTLS(key types.NamespacedName) (string, *tls.Config) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cc := c.byCR[key]
+	return cc.creds.tlsHash, cc.creds.tlsConfig
 }
 
 // forget closes the clients of a cluster that no longer exists.

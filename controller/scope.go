@@ -31,6 +31,12 @@ type scope struct {
 	// auth is the password and users asked for and applied; nil without
 	// spec.passwordSecret (observeSpec, reconcileAuth).
 	auth *authState
+	// tls is the certificate of spec.tls.secretName; nil without spec.tls or when the
+	// Secret cannot be used (observeSpec).
+	tls *tlsState
+	// tlsApplied is status.tls: the certificate every instance serves (observeSpec,
+	// reconcileTLS).
+	tlsApplied *redisv1alpha1.TLSStatus
 	// specErr says why the spec cannot be acted on, in the user's words (observeSpec).
 	specErr error
 

@@ -106,6 +106,10 @@ func computeStatus(s *scope, succeeded bool) redisv1alpha1.RedisClusterStatus {
 	if s.auth != nil || rc.Spec.PasswordSecret == nil {
 		st.Auth = authStatus(s)
 	}
+	st.TLS = nil
+	if rc.Spec.TLS != nil {
+		st.TLS = s.tlsApplied
+	}
 	setClusterConditions(&st, s)
 	return st
 }

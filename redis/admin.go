@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"strconv"
@@ -68,6 +69,9 @@ type Options struct {
 	PoolSize int
 	// Hooks are added to every client, e.g. a CommandCounter.
 	Hooks []goredis.Hook
+	// TLS, when set, is the configuration every connection dials with (spec.tls,
+	// ClientTLSConfig); nil is plain TCP.
+	TLS *tls.Config
 }
 
 // NewFactory returns a Factory with the given options; zero timeouts get short defaults
@@ -111,6 +115,7 @@ func (f *factory) For(addr string) Admin {
 			WriteTimeout: f.opts.WriteTimeout,
 			PoolSize:     f.opts.PoolSize,
 			MaxRetries:   -1, // a write such as MEET must not be sent twice behind our back
+			TLSConfig:    f.opts.TLS,
 		})
 		for _, h := range f.opts.Hooks {
 			c.AddHook(h)

@@ -37,23 +37,6 @@ func (s *ClusterState) ReadyReplicas() int {
 	return n
 }
 
-// MastersWithoutReplica counts the masters holding slots that no replica member follows.
-func (s *ClusterState) MastersWithoutReplica() int {
-	followed := map[string]bool{}
-	for _, f := range s.Facts() {
-		if f.Role == RoleSlave {
-			followed[f.MasterNodeID] = true
-		}
-	}
-	n := 0
-	for _, f := range s.Facts() {
-		if f.Role == RoleMaster && len(f.Slots) > 0 && !followed[f.NodeID] {
-			n++
-		}
-	}
-	return n
-}
-
 // holdsSlots reports whether the member with node ID id is a master holding slots.
 func (s *ClusterState) holdsSlots(id string) bool {
 	m := s.MemberByID(id)

@@ -67,7 +67,13 @@ func TestPodContract(t *testing.T) {
 			}
 
 			conf := cm.Data["redis.conf"]
-			for _, line := range []string{"cluster-enabled yes", "cluster-config-file /data/nodes.conf", "dir /data", "port 6379"} {
+			// The agent and the controller reach Redis on 6379: the plain port, or with
+			// spec.tls the TLS port (the plain one then 6380, or off).
+			servePort := "port 6379"
+			if rc.Spec.TLS != nil {
+				servePort = "tls-port 6379"
+			}
+			for _, line := range []string{"cluster-enabled yes", "cluster-config-file /data/nodes.conf", "dir /data", servePort} {
 				if !slices.Contains(strings.Split(conf, "\n"), line) {
 					t.Errorf("redis.conf lacks %q", line)
 				}
@@ -136,7 +142,11 @@ func TestPodContract(t *testing.T) {
 			} else if hasInclude || authVol != nil {
 				t.Errorf("auth file without a passwordSecret")
 			}
-			if len(redis.Ports) != 2 || redis.Ports[0].ContainerPort != 6379 || redis.Ports[0].Name != "redis" || redis.Ports[1].ContainerPort != 16379 || redis.Ports[1].Name != "cluster-bus" {
+			wantPorts := 2
+			if rc.Spec.TLS != nil && !rc.Spec.TLS.DisablePlainPort {
+				wantPorts = 3 // and the plain port, 6380
+			}
+			if len(redis.Ports) != wantPorts || redis.Ports[0].ContainerPort != 6379 || redis.Ports[0].Name != "redis" || redis.Ports[1].ContainerPort != 16379 || redis.Ports[1].Name != "cluster-bus" {
 				t.Errorf("ports %+v", redis.Ports)
 			}
 			for _, p := range []*corev1.Probe{redis.ReadinessProbe, redis.LivenessProbe} {

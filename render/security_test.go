@@ -1,6 +1,8 @@
 package render
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -179,5 +181,60 @@ func TestNetworkPolicy(t *testing.T) {
 	}
 	if len(reach) != 3 {
 		t.Errorf("ports %v admitted, want 6379, 16379 and 9121", reach)
+	}
+}
+
+// The TLS sample (disablePlainPort) renders redis.conf with port 0 and every tls-*
+// directive on the mounted Secret, and no plain port anywhere: not on the container, not
+// on either Service. The probes stay tcpSocket on 6379, the TLS port.
+func TestTLSOnly(t *testing.T) {
+	r := newRenderer(t)
+	objs, err := r.RenderFile("../config/samples/redis_v1alpha1_rediscluster_tls.yaml", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm corev1.ConfigMap
+	fromUnstructured(t, byKind(objs, "ConfigMap"), &cm)
+	lines := strings.Split(cm.Data["redis.conf"], "\n")
+	for _, want := range []string{"port 0", "tls-port 6379", "tls-cert-file /etc/redis-tls/tls.crt", "tls-key-file /etc/redis-tls/tls.key",
+		"tls-ca-cert-file /etc/redis-tls/ca.crt", "tls-auth-clients yes", "tls-replication yes", "tls-cluster yes"} {
+		if !slices.Contains(lines, want) {
+			t.Errorf("redis.conf lacks %q", want)
+		}
+	}
+	var sts appsv1.StatefulSet
+	fromUnstructured(t, byKind(objs, "StatefulSet"), &sts)
+	pod := sts.Spec.Template.Spec
+	redis := pod.Containers[0]
+	for _, p := range redis.Ports {
+		if p.ContainerPort != 6379 && p.ContainerPort != 16379 {
+			t.Errorf("container port %d open with disablePlainPort", p.ContainerPort)
+		}
+	}
+	if redis.ReadinessProbe.TCPSocket.Port.IntVal != 6379 || redis.LivenessProbe.TCPSocket.Port.IntVal != 6379 {
+		t.Errorf("probes not on the TLS port 6379")
+	}
+	mounted := false
+	for _, m := range redis.VolumeMounts {
+		mounted = mounted || (m.Name == "tls" && m.MountPath == "/etc/redis-tls" && m.ReadOnly)
+	}
+	found := false
+	for _, v := range pod.Volumes {
+		found = found || (v.Name == "tls" && v.Secret != nil && v.Secret.SecretName == "demo-tls-cert")
+	}
+	if !mounted || !found {
+		t.Errorf("Secret demo-tls-cert not mounted read-only at /etc/redis-tls: volume %v, mount %v", found, mounted)
+	}
+	for _, u := range objs {
+		if u.GetKind() != "Service" {
+			continue
+		}
+		var svc corev1.Service
+		fromUnstructured(t, u, &svc)
+		for _, p := range svc.Spec.Ports {
+			if p.Port != 6379 && p.Port != 16379 {
+				t.Errorf("Service %s has port %d with disablePlainPort", svc.Name, p.Port)
+			}
+		}
 	}
 }

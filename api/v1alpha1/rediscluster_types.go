@@ -47,6 +47,7 @@ const FinalizersForeground = "foreground"
 // +kubebuilder:validation:XValidation:rule="self.replicas < 0 || (has(self.replicasPerMaster) ? self.replicasPerMaster : 1) < 0 || (has(self.replicasPerMaster) ? self.replicasPerMaster : 1) > 5 || self.replicas / (1 + (has(self.replicasPerMaster) ? self.replicasPerMaster : 1)) >= 3",message="spec.replicas: a Redis Cluster needs at least 3 masters, so replicas must be at least 3 * (1 + replicasPerMaster)",messageExpression="'spec.replicas: ' + ['0','1','2','3','4','5','6','7','8','9','10','11','12','13','14','15','16','17'][self.replicas] + ' instances with replicasPerMaster ' + ['0','1','2','3','4','5'][(has(self.replicasPerMaster) ? self.replicasPerMaster : 1)] + ' give ' + ['0','1','2'][self.replicas / (1 + (has(self.replicasPerMaster) ? self.replicasPerMaster : 1))] + ' masters; a Redis Cluster needs at least 3'",fieldPath=".replicas",reason="FieldValueInvalid"
 // +kubebuilder:validation:XValidation:rule="(has(self.pod) && size(self.pod) > 0 && has(self.pod[0].volumes) && has(self.pod[0].volumes.type) ? self.pod[0].volumes.type : 'emptyDir') == (has(oldSelf.pod) && size(oldSelf.pod) > 0 && has(oldSelf.pod[0].volumes) && has(oldSelf.pod[0].volumes.type) ? oldSelf.pod[0].volumes.type : 'emptyDir')",messageExpression="'spec.pod[0].volumes.type: cannot change from ' + (has(oldSelf.pod) && size(oldSelf.pod) > 0 && has(oldSelf.pod[0].volumes) && has(oldSelf.pod[0].volumes.type) ? oldSelf.pod[0].volumes.type : 'emptyDir') + ' to ' + (has(self.pod) && size(self.pod) > 0 && has(self.pod[0].volumes) && has(self.pod[0].volumes.type) ? self.pod[0].volumes.type : 'emptyDir') + ' on an existing cluster (the data would be left behind); create a new RedisCluster instead'",fieldPath=".pod",reason="FieldValueForbidden"
 // +kubebuilder:validation:XValidation:rule="!has(self.updateStrategy) || !has(self.updateStrategy.type) || self.updateStrategy.type != 'AssignReceive' || !has(self.updateStrategy.assignStrategies) || self.replicas < 0 || (has(self.replicasPerMaster) ? self.replicasPerMaster : 1) < 0 || size(self.updateStrategy.assignStrategies) <= self.replicas / (1 + (has(self.replicasPerMaster) ? self.replicasPerMaster : 1))",message="spec.updateStrategy.assignStrategies: more entries than masters; entry i is for the i-th master a scale-out adds, so there are at most as many entries as the masters spec.replicas gives (the operator refuses any count other than the masters added)",fieldPath=".updateStrategy.assignStrategies",reason="FieldValueInvalid"
+// +kubebuilder:validation:XValidation:rule="has(self.tls) == has(oldSelf.tls)",message="spec.tls: cannot be added to or removed from an existing cluster (instances with and without TLS cannot share a cluster bus); create a new RedisCluster instead",fieldPath=".tls",reason="FieldValueForbidden"
 // +kubebuilder:validation:XValidation:rule="!has(self.users) || size(self.users) == 0 || has(self.passwordSecret)",message="spec.users: ACL users need spec.passwordSecret (without it the default user has no password and every client is allowed everything)",fieldPath=".users",reason="FieldValueRequired"
 type RedisClusterSpec struct {
 	// replicas is the total number of Redis instances (pods), masters and replicas
@@ -146,6 +147,53 @@ type RedisClusterSpec struct {
 	// Default: none.
 	// +optional
 	NetworkPolicy *NetworkPolicySpec `json:"networkPolicy,omitempty"`
+
+	// tls serves Redis over TLS with the certificate of a Secret (addition): clients,
+	// the operator, replication, MIGRATE and the cluster bus. The TLS port is 6379; the
+	// plain port moves to 6380 unless disablePlainPort. A renewed certificate (the
+	// Secret's content changes) is loaded by every instance with no restart. Turning TLS
+	// on or off on an existing cluster is refused (nodes of both kinds cannot share a
+	// bus): create a new RedisCluster. Default: none (plain TCP on 6379).
+	// +optional
+	TLS *TLSSpec `json:"tls,omitempty"`
+}
+
+// Ports of the Redis pods with spec.tls (docs/security.md).
+const (
+	// TLSPort is the TLS port of an instance with spec.tls: the port of the pod contract.
+	TLSPort = 6379
+	// PlainPortWithTLS is the plain port of an instance with spec.tls, unless
+	// spec.tls.disablePlainPort.
+	PlainPortWithTLS = 6380
+)
+
+// TLSSpec serves Redis over TLS (addition).
+type TLSSpec struct {
+	// secretName is a Secret in the RedisCluster's namespace in the cert-manager layout:
+	// tls.crt (the instances' certificate, which they also present to each other and
+	// the operator presents to them), tls.key and ca.crt (the CA that signs the
+	// instances' and the clients' certificates). The certificate needs no pod IP or
+	// name: Redis checks the chain, not the name, and so does the operator. Required.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +required
+	SecretName string `json:"secretName"`
+
+	// disablePlainPort turns the plain port off (redis.conf `port 0`): only TLS clients
+	// can connect. When false, plain TCP stays open on 6380 for clients that cannot
+	// speak TLS (everything between the instances and the operator is TLS either way).
+	// Default false.
+	// +optional
+	DisablePlainPort bool `json:"disablePlainPort,omitempty"`
+
+	// clientAuth is redis.conf's tls-auth-clients: Required (default; a client must
+	// present a certificate signed by ca.crt), Optional (checked when presented) or None.
+	// The instances and the operator always present tls.crt.
+	// +kubebuilder:validation:Enum=Required;Optional;None
+	// +kubebuilder:default=Required
+	// +optional
+	ClientAuth string `json:"clientAuth,omitempty"`
 }
 
 // SecretKeyReference points at one key of a Secret in the RedisCluster's namespace.

@@ -96,6 +96,30 @@ type RedisClusterStatus struct {
 	// any password: hashes only. Absent without spec.passwordSecret.
 	// +optional
 	Auth *AuthStatus `json:"auth,omitempty"`
+
+	// tls says which certificate every instance serves (addition). Absent without
+	// spec.tls.
+	// +optional
+	TLS *TLSStatus `json:"tls,omitempty"`
+}
+
+// TLSStatus is the certificate of spec.tls.secretName every instance was last seen
+// serving.
+type TLSStatus struct {
+	// secretHash is the first 16 hex digits of the sha256 of the Secret's tls.crt, tls.key
+	// and ca.crt that every instance has loaded. When the Secret's content no longer
+	// matches it (a renewal), the operator has every instance load the new files with
+	// CONFIG SET, with no restart, then records the new hash.
+	// +optional
+	SecretHash string `json:"secretHash,omitempty"`
+
+	// serial is the serial number (hex) of the certificate every instance serves.
+	// +optional
+	Serial string `json:"serial,omitempty"`
+
+	// notAfter is when that certificate expires.
+	// +optional
+	NotAfter *metav1.Time `json:"notAfter,omitempty"`
 }
 
 // LiveConfigStatus is what the operator applied of redis.conf's live directives.

@@ -76,6 +76,18 @@ func TestBadSpecsAreRefused(t *testing.T) {
 			want: []string{"spec.replicas", "8 instances with replicasPerMaster 2 give 2 masters; a Redis Cluster needs at least 3"},
 		},
 		{
+			name:   "spec.tls without a Secret name",
+			mutate: func(rc *redisv1alpha1.RedisCluster) { rc.Spec.TLS = &redisv1alpha1.TLSSpec{} },
+			want:   []string{"spec.tls.secretName"},
+		},
+		{
+			name: "spec.tls with an unknown clientAuth",
+			mutate: func(rc *redisv1alpha1.RedisCluster) {
+				rc.Spec.TLS = &redisv1alpha1.TLSSpec{SecretName: "cert", ClientAuth: "yes"}
+			},
+			want: []string{"spec.tls.clientAuth", `supported values: "Required", "Optional", "None"`},
+		},
+		{
 			name:   "no replicas at all",
 			mutate: func(rc *redisv1alpha1.RedisCluster) { rc.Spec.Replicas = 0 },
 			want:   []string{"spec.replicas", "0 instances with replicasPerMaster 1 give 0 masters"},
@@ -426,6 +438,30 @@ func TestVolumeTypeCannotChange(t *testing.T) {
 	if err := k8sClient.Update(ctx, implicit, strict); err != nil {
 		t.Fatalf("spelling out the default emptyDir was refused: %v", err)
 	}
+}
+
+// TestTLSCannotBeAddedOrRemoved checks the transition rule of spec.tls: a cluster keeps
+// TLS or plain TCP for life, while its Secret name may change.
+func TestTLSCannotBeAddedOrRemoved(t *testing.T) {
+	needAPIServer(t)
+	ctx := context.Background()
+	plain := validCluster("tls-add")
+	sealed := validCluster("tls-remove")
+	sealed.Spec.TLS = &redisv1alpha1.TLSSpec{SecretName: "cert"}
+	for _, rc := range []*redisv1alpha1.RedisCluster{plain, sealed} {
+		if err := k8sClient.Create(ctx, rc, strict); err != nil {
+			t.Fatalf("failed to create %s: %v", rc.Name, err)
+		}
+		t.Cleanup(func() { _ = k8sClient.Delete(ctx, rc) })
+	}
+	plain.Spec.TLS = &redisv1alpha1.TLSSpec{SecretName: "cert"}
+	requireRefused(t, k8sClient.Update(ctx, plain, strict), "spec.tls", "cannot be added to or removed from an existing cluster")
+	sealed.Spec.TLS.SecretName = "renamed"
+	if err := k8sClient.Update(ctx, sealed, strict); err != nil {
+		t.Fatalf("a new Secret name was refused: %v", err)
+	}
+	sealed.Spec.TLS = nil
+	requireRefused(t, k8sClient.Update(ctx, sealed, strict), "spec.tls", "cannot be added to or removed from an existing cluster")
 }
 
 // TestScaleSubresource checks `kubectl scale` reaches spec.replicas and the masters rule.

@@ -4,6 +4,7 @@ package redistest
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -31,6 +32,12 @@ type Config struct {
 	AuthConf string
 	// NodeTimeout is cluster-node-timeout; 5000 ms when zero, Redis' default.
 	NodeTimeout time.Duration
+	// TLSDir, when set, holds tls.crt, tls.key and ca.crt (WriteTLSDir): the servers
+	// listen with TLS only (port 0, tls-port), as the pods of spec.tls with
+	// disablePlainPort, with tls-cluster and tls-replication; TLSClient is what the
+	// tests dial them with (ClientConfig).
+	TLSDir    string
+	TLSClient *tls.Config
 }
 
 // Server is one running redis-server.
@@ -63,7 +70,7 @@ func StartServers(root string, n int, cfg Config) ([]*Server, error) {
 		out = append(out, s)
 	}
 	for _, s := range out {
-		if err := s.waitReady(cfg.Password, 10*time.Second); err != nil {
+		if err := s.waitReady(cfg, 10*time.Second); err != nil {
 			StopAll(out)
 			return nil, err
 		}
@@ -79,7 +86,7 @@ func StartIn(dir string, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.waitReady(cfg.Password, 10*time.Second); err != nil {
+	if err := s.waitReady(cfg, 10*time.Second); err != nil {
 		s.Stop()
 		return nil, err
 	}
@@ -113,6 +120,11 @@ func startOne(dir string, cfg Config) (*Server, error) {
 	case cfg.Password != "":
 		args = append(args, "--requirepass", cfg.Password, "--masterauth", cfg.Password)
 	}
+	if cfg.TLSDir != "" {
+		args = append(args, "--port", "0", "--tls-port", strconv.Itoa(port),
+			"--tls-cert-file", filepath.Join(cfg.TLSDir, "tls.crt"), "--tls-key-file", filepath.Join(cfg.TLSDir, "tls.key"),
+			"--tls-ca-cert-file", filepath.Join(cfg.TLSDir, "ca.crt"), "--tls-cluster", "yes", "--tls-replication", "yes")
+	}
 	cmd := exec.Command(RedisServer, args...)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("failed to start redis-server: %w", err)
@@ -139,8 +151,8 @@ func freePortPair() (int, error) {
 	return 0, fmt.Errorf("failed to find a free port pair on 127.0.0.1")
 }
 
-func (s *Server) waitReady(password string, within time.Duration) error {
-	c := goredis.NewClient(&goredis.Options{Addr: s.Addr, Password: password, MaxRetries: -1})
+func (s *Server) waitReady(cfg Config, within time.Duration) error {
+	c := goredis.NewClient(&goredis.Options{Addr: s.Addr, Password: cfg.Password, MaxRetries: -1, TLSConfig: cfg.TLSClient})
 	defer c.Close()
 	deadline := time.Now().Add(within)
 	for {

@@ -2,6 +2,7 @@ package framework
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 
 	"github.com/go-redis/redis/v8"
@@ -14,6 +15,11 @@ import (
 // left, and no key on a master that does not own its slot (a key there is unreachable
 // for clients and would be lost by the next SETSLOT or resync).
 func (s *Stack) Integrity(ctx context.Context, ns, name, password string) error {
+	return s.IntegrityTLS(ctx, ns, name, password, nil)
+}
+
+// IntegrityTLS is Integrity dialing every pod with cfg (a cluster with spec.tls).
+func (s *Stack) IntegrityTLS(ctx context.Context, ns, name, password string, cfg *tls.Config) error {
 	addrs, err := s.PodAddrs(ctx, ns, "app.kubernetes.io/instance="+name+",app.kubernetes.io/name=redis-cluster")
 	if err != nil {
 		return err
@@ -22,7 +28,7 @@ func (s *Stack) Integrity(ctx context.Context, ns, name, password string) error 
 	var masters []string
 	mine := map[string]opredis.SlotRanges{}
 	for _, addr := range addrs {
-		c := redis.NewClient(&redis.Options{Addr: addr, Password: password})
+		c := redis.NewClient(&redis.Options{Addr: addr, Password: password, TLSConfig: cfg})
 		text, err := c.ClusterNodes(ctx).Result()
 		c.Close()
 		if err != nil {
@@ -58,7 +64,7 @@ func (s *Stack) Integrity(ctx context.Context, ns, name, password string) error 
 		return fmt.Errorf("masters %v own %d of %d slots", masters, len(owned), opredis.SlotCount)
 	}
 	for _, addr := range masters {
-		if err := noForeignKeys(ctx, addr, password, mine[addr]); err != nil {
+		if err := noForeignKeys(ctx, addr, password, cfg, mine[addr]); err != nil {
 			return err
 		}
 	}
@@ -66,8 +72,8 @@ func (s *Stack) Integrity(ctx context.Context, ns, name, password string) error 
 }
 
 // noForeignKeys counts, pipelined, the keys master addr holds in every slot it does not own.
-func noForeignKeys(ctx context.Context, addr, password string, own opredis.SlotRanges) error {
-	c := redis.NewClient(&redis.Options{Addr: addr, Password: password})
+func noForeignKeys(ctx context.Context, addr, password string, cfg *tls.Config, own opredis.SlotRanges) error {
+	c := redis.NewClient(&redis.Options{Addr: addr, Password: password, TLSConfig: cfg})
 	defer c.Close()
 	foreign := opredis.AllSlots().Subtract(own)
 	var slots []int

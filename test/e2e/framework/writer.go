@@ -2,6 +2,7 @@ package framework
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"sort"
@@ -24,6 +25,8 @@ import (
 type Router struct {
 	addrs    func(context.Context) ([]string, error)
 	password string
+	// tls, when set, is what every connection dials with (a cluster with spec.tls).
+	tls *tls.Config
 
 	mu      sync.Mutex
 	owner   []string // slot -> "ip:port" of its master
@@ -70,12 +73,23 @@ func (r *Router) SetPassword(password string) {
 	r.password, r.clients = password, map[string]*redis.Client{}
 }
 
+// SetTLS makes every later command dial with cfg (nil: plain TCP), on new connections;
+// commands in flight finish on the old ones.
+func (r *Router) SetTLS(cfg *tls.Config) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.clients {
+		r.retired = append(r.retired, c)
+	}
+	r.tls, r.clients = cfg, map[string]*redis.Client{}
+}
+
 func (r *Router) client(addr string) *redis.Client {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c, ok := r.clients[addr]
 	if !ok {
-		c = redis.NewClient(&redis.Options{Addr: addr, Password: r.password, MaxRetries: -1,
+		c = redis.NewClient(&redis.Options{Addr: addr, Password: r.password, MaxRetries: -1, TLSConfig: r.tls,
 			DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second, PoolSize: 4})
 		r.clients[addr] = c
 	}
