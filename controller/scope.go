@@ -76,6 +76,10 @@ type scope struct {
 	// nobody did (decide); act reports the revert once applied.
 	resized string
 
+	// step is what this reconcile's resize step moved, nil when none ran (reconcileScale);
+	// progressOf adds it to status.progress.
+	step *scaleStep
+
 	// reason explains the phase in words for status.reason (any step).
 	reason string
 	// notices are problems that do not stop the reconcile (a name another RedisCluster

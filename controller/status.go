@@ -99,6 +99,7 @@ func computeStatus(s *scope, succeeded bool) redisv1alpha1.RedisClusterStatus {
 		st.Auth = authStatus(s)
 	}
 	setClusterConditions(&st, s)
+	st.Progress = progressOf(s)
 	return st
 }
 

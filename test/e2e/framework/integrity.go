@@ -18,6 +18,11 @@ func (s *Stack) Integrity(ctx context.Context, ns, name, password string) error 
 	if err != nil {
 		return err
 	}
+	return IntegrityOf(ctx, addrs, password)
+}
+
+// IntegrityOf is Integrity for the Redis nodes at addrs (ip:port), wherever they run.
+func IntegrityOf(ctx context.Context, addrs []string, password string) error {
 	owned := map[int]string{}
 	var masters []string
 	mine := map[string]opredis.SlotRanges{}
