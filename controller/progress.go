@@ -29,6 +29,9 @@ func (st *scaleStep) migrating() bool { return st.progress.Phase == redis.PhaseM
 func progressOf(s *scope) *redisv1alpha1.OperationProgress {
 	phase := redisv1alpha1.RedisClusterPhase(s.decision.Phase)
 	prev := s.original.Progress
+	if m := s.remembered; m != nil && (prev == nil || !m.StartTime.Before(&prev.StartTime)) {
+		prev = m // counted by this operator, maybe not yet in the cached status
+	}
 	switch phase {
 	case redisv1alpha1.PhaseScaling, redisv1alpha1.PhaseUpgrading:
 	default:
@@ -129,7 +132,7 @@ func (r *Reconciler) recordMilestone(s *scope) {
 	if s.step == nil || s.step.progress.MovedSlots == 0 || s.decision.Phase != fsm.Scaling {
 		return
 	}
-	before, after := progressOf(&scope{cluster: s.cluster, original: s.original, now: s.now, decision: s.decision}), progressOf(s)
+	before, after := progressOf(&scope{cluster: s.cluster, original: s.original, remembered: s.remembered, now: s.now, decision: s.decision}), progressOf(s)
 	if before.SlotsMoved > 0 && milestone(before) == milestone(after) {
 		return
 	}
