@@ -49,8 +49,7 @@ type RedisUpdateStrategy struct {
 
 	// maxKeysPerSecond caps how many keys per second slot migration moves, all
 	// MIGRATE streams together (addition). 0, the default, sets no cap: slots move as
-	// fast as Redis allows, which keeps a writer's longest wait under 250 ms (see
-	// docs/migration.md). A cap is 100 or more; it also makes MIGRATE batches no
+	// fast as Redis allows (docs/migration.md has the write gaps measured). A cap is 100 or more; it also makes MIGRATE batches no
 	// larger than the cap and migrates fewer slots at once, so pause and abort stop sooner.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100000000
