@@ -53,7 +53,15 @@ func startMigrationRun(t *testing.T, edit func(*redisv1alpha1.RedisCluster)) *mi
 	}, "")
 	t.Cleanup(m.r.Close)
 	ctx := context.Background()
-	if err := m.r.Load(ctx, "pre", migrationKeys); err != nil {
+	// WAIT times out while a replica is still in its first sync after forming: load again.
+	var err error
+	for try := 0; try < 5; try++ {
+		if err = m.r.Load(ctx, "pre", migrationKeys); err == nil {
+			break
+		}
+		time.Sleep(2 * time.Second)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	w, err := m.r.StartWriter(ctx, "w")
