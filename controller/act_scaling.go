@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
@@ -32,7 +33,8 @@ func scaleRequest(rc *redisv1alpha1.RedisCluster, keep int) (redis.ScaleRequest,
 		return redis.ScaleRequest{}, err
 	}
 	rpm := int(rc.Spec.ReplicasPerMasterOrDefault())
-	req := redis.ScaleRequest{Masters: int(rc.Spec.Masters()), ReplicasPerMaster: rpm, Keep: keep, Pipeline: pipeline, Budget: scaleBudget}
+	req := redis.ScaleRequest{Masters: int(rc.Spec.Masters()), ReplicasPerMaster: rpm, Keep: keep, Pipeline: pipeline, Budget: scaleBudget,
+		MaxKeysPerSecond: int(rc.Spec.UpdateStrategy.MaxKeysPerSecond)}
 	if u := rc.Spec.UpdateStrategy; u.Type == redisv1alpha1.UpdateStrategyAssignReceive {
 		req.Assign = []redis.Assignment{}
 		for _, a := range u.AssignStrategies {
@@ -104,13 +106,15 @@ func (r *Reconciler) reconcileScale(ctx context.Context, s *scope) (ctrl.Result,
 	// would leave the key's slot open for ever. Steps without one end as soon as before.
 	sctx, cancel := context.WithTimeout(ctx, scaleBudget+healBudget+redis.BigKeyBudget)
 	defer cancel()
-	start := time.Now()
+	req.Stop = r.stopRequested(ctx, rc)
+	began := time.Now()
 	p, err := redis.Scale(sctx, f, members, req)
-	countMigrated(rc, p.MovedSlots, p.MovedKeys, time.Since(start))
+	s.step = &scaleStep{progress: p, took: time.Since(began)}
+	countMigrated(rc, p.MovedSlots, p.MovedKeys, s.step.took)
 	r.recordActions(s, p.Actions)
 	if p.MovedSlots > 0 {
 		log.FromContext(ctx).Info("Migrated slots", "slots", p.MovedSlots, "keys", p.MovedKeys, "remaining", p.Remaining)
-		r.Recorder.Eventf(rc, "Normal", ReasonRedisAction, "MigrateSlots: moved %d slots (%d keys), %d left", p.MovedSlots, p.MovedKeys, p.Remaining)
+		r.recordMilestone(s)
 	}
 	var stuck *redis.StuckKeyError
 	switch {
@@ -150,6 +154,20 @@ func (r *Reconciler) reconcileScale(ctx context.Context, s *scope) (ctrl.Result,
 		return ctrl.Result{RequeueAfter: requeueNext}, nil
 	}
 	return ctrl.Result{RequeueAfter: requeueSoon}, nil
+}
+
+// stopRequested is the Stop of a resize step: it reads the RedisCluster again (from the
+// cache) before each round of slots, and ends the step after the slots in flight once
+// the user paused it, asked for another size (an abort puts the old one back), or
+// deleted it, so the next reconcile acts on the new spec within a round, not a budget.
+func (r *Reconciler) stopRequested(ctx context.Context, rc *redisv1alpha1.RedisCluster) func() bool {
+	return func() bool {
+		now := &redisv1alpha1.RedisCluster{}
+		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(rc), now); err != nil {
+			return false // the step goes on within its budget; the next reconcile reads again
+		}
+		return now.Spec.Pause || now.Spec.Replicas != rc.Spec.Replicas || !now.DeletionTimestamp.IsZero()
+	}
 }
 
 // scalePlaced is the SlotsPlaced guard while Scaling: the slots sit where the plan puts

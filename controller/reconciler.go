@@ -54,6 +54,11 @@ type Reconciler struct {
 	// a failover in flight is waited for rather than sent again. Lost on restart, which
 	// only means one more FAILOVER to a replica that is already taking over.
 	failovers sync.Map
+	// progress remembers, per cluster, the status.progress last computed (rememberProgress):
+	// a resize step starts at once after the last, often from a cached CR that has not
+	// seen the status just written, and the step after a conflicting write must not lose
+	// the slots that one counted. Lost on restart: the status is the fallback.
+	progress sync.Map
 	// stopsWarned remembers, per cluster, the last "Upgrade stopped" Warning, so a pod that
 	// flaps between crashes and short runs is reported once, whatever the cached status says.
 	stopsWarned sync.Map
@@ -122,6 +127,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			r.redis.forget(req.NamespacedName)
 			r.failWatches.Delete(req.NamespacedName)
 			forgetMetrics(req.NamespacedName)
+			r.progress.Delete(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -136,6 +142,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	s := &scope{cluster: rc, original: *rc.Status.DeepCopy(), now: r.now()}
 	// step names the step under way, for redis_operator_reconcile_errors_total.
 	step := "observe"
+	if v, ok := r.progress.Load(req.NamespacedName); ok {
+		s.remembered = v.(*redisv1alpha1.OperationProgress)
+	}
 	defer func() {
 		if retErr != nil {
 			countReconcileError(rc, step)

@@ -86,6 +86,13 @@ type scope struct {
 	// nobody did (decide); act reports the revert once applied.
 	resized string
 
+	// remembered is the status.progress this operator last computed for the cluster,
+	// which may be ahead of a stale cached status (Reconcile, Reconciler.progress).
+	remembered *redisv1alpha1.OperationProgress
+	// step is what this reconcile's resize step moved, nil when none ran (reconcileScale);
+	// progressOf adds it to status.progress.
+	step *scaleStep
+
 	// reason explains the phase in words for status.reason (any step).
 	reason string
 	// notices are problems that do not stop the reconcile (a name another RedisCluster

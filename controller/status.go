@@ -53,6 +53,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *scope, reconcileErr err
 		return nil
 	}
 	status := computeStatus(s, reconcileErr == nil)
+	r.progress.Store(client.ObjectKeyFromObject(s.cluster), status.Progress)
 	if reflect.DeepEqual(status, s.original) {
 		return nil
 	}
@@ -111,6 +112,7 @@ func computeStatus(s *scope, succeeded bool) redisv1alpha1.RedisClusterStatus {
 		st.TLS = s.tlsApplied
 	}
 	setClusterConditions(&st, s)
+	st.Progress = progressOf(s)
 	return st
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	goredis "github.com/go-redis/redis/v8"
+	"golang.org/x/time/rate"
 )
 
 // slotMover is what migrating a slot needs from a node, beyond Admin: the admin of a
@@ -192,6 +193,36 @@ type MoveOptions struct {
 	BatchBytes int64
 	// Timeout is MIGRATE's own timeout; DefaultMigrateTimeout when zero.
 	Timeout time.Duration
+	// Limiter, when set, caps the keys moved per second (every stream sharing it takes
+	// its tokens); a MIGRATE batch is then at most its burst (NewKeyLimiter).
+	Limiter *rate.Limiter
+}
+
+// NewKeyLimiter caps migration at perSecond keys per second, in batches of at most
+// pipeline keys; nil (no cap) when perSecond is 0.
+func NewKeyLimiter(perSecond, pipeline int) *rate.Limiter {
+	if perSecond <= 0 {
+		return nil
+	}
+	return rate.NewLimiter(rate.Limit(perSecond), max(1, min(pipeline, perSecond)))
+}
+
+// throttle waits until n more keys may move under the Limiter. A wait that would leave
+// too little of the caller's time for the MIGRATE after it is ErrBudgetSpent, as fits.
+func (o MoveOptions) throttle(ctx context.Context, n int) error {
+	if o.Limiter == nil {
+		return nil
+	}
+	r := o.Limiter.ReserveN(time.Now(), min(n, o.Limiter.Burst()))
+	if !r.OK() {
+		return fmt.Errorf("failed to reserve %d keys of the migration rate limit", n)
+	}
+	wait := r.Delay()
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < wait+callTimeout(o.timeout()) {
+		r.Cancel()
+		return ErrBudgetSpent
+	}
+	return sleepCtx(ctx, wait)
 }
 
 // DefaultBatchBytes bounds a MIGRATE batch by size as well as by key count: the source
@@ -266,10 +297,14 @@ func (o MoveOptions) timeout() time.Duration {
 }
 
 func (o MoveOptions) pipeline() int {
+	n := 10
 	if o.Pipeline > 0 {
-		return o.Pipeline
+		n = o.Pipeline
 	}
-	return 10
+	if o.Limiter != nil {
+		n = min(n, o.Limiter.Burst())
+	}
+	return n
 }
 
 func (o MoveOptions) batchBytes() int64 {
@@ -481,6 +516,9 @@ func (km keyMover) drainSlots(ctx context.Context, slots []int, opts MoveOptions
 				return moved, err
 			}
 			for _, batch := range byBytes(keys, usages, opts.batchBytes()) {
+				if err := opts.throttle(ctx, len(batch)); err != nil {
+					return moved, err
+				}
 				n, err := km.move(ctx, batch)
 				moved += n
 				if err != nil {

@@ -23,6 +23,12 @@ type ScaleRequest struct {
 	NewFrom int
 	// Budget bounds the slots migrated in one step; the next step goes on from Redis' state.
 	Budget time.Duration
+	// MaxKeysPerSecond caps the keys moved per second by the step's streams together; 0
+	// for no cap. A capped step also opens fewer slots at once (groupSize).
+	MaxKeysPerSecond int
+	// Stop, when set, is asked before each round of slot groups: true ends the step
+	// after the slots in flight, every one of them closed (pause, or a new size asked).
+	Stop func() bool
 }
 
 // Scaling phases.
@@ -62,7 +68,7 @@ func Scale(ctx context.Context, f Factory, members []Member, req ScaleRequest) (
 		return ScaleProgress{Phase: PhaseWaitingForPods}, nil
 	}
 	if !st.NoOpenSlots() {
-		p, err := fixOpenSlots(ctx, f, st, MoveOptions{Pipeline: req.Pipeline})
+		p, err := fixOpenSlots(ctx, f, st, req.moveOptions())
 		return p, partialStep(err)
 	}
 	if meets := planReconnect(st); len(meets) > 0 {
@@ -252,18 +258,37 @@ func partialStep(err error) error {
 // (a few tens of ms at 100 keys a slot) so the budget is checked often.
 const groupSlots = 32
 
-// migrate moves planned slots until the budget is spent. Moves of the same source and
+// moveOptions are the MoveOptions of the request's MIGRATE batches, with one Limiter for
+// the whole step when keys per second are capped.
+func (req ScaleRequest) moveOptions() MoveOptions {
+	return MoveOptions{Pipeline: req.Pipeline, Limiter: NewKeyLimiter(req.MaxKeysPerSecond, req.Pipeline)}
+}
+
+// groupSize is the most slots of one pair opened at once: groupSlots, or with a cap on
+// keys per second about one batch a slot for a second's worth of keys, so a capped
+// group closes within about a second (at a few keys a slot) and Stop is asked often.
+func (req ScaleRequest) groupSize() int {
+	if req.MaxKeysPerSecond <= 0 {
+		return groupSlots
+	}
+	return max(1, min(groupSlots, req.MaxKeysPerSecond/max(1, req.Pipeline)))
+}
+
+// stopped reports whether the caller asked the step to end (Stop).
+func (req ScaleRequest) stopped() bool { return req.Stop != nil && req.Stop() }
+
+// migrate moves planned slots until the budget is spent or Stop says so. Moves of the same source and
 // target go in groups (MigrateSlots); groups whose sources and targets are all different
 // run at once, one stream per source and per target, so no node serves two MIGRATE
 // streams and every node's MIGRATE stays as bounded as alone.
 func migrate(ctx context.Context, f Factory, st *ClusterState, moves []SlotMove, req ScaleRequest) (ScaleProgress, error) {
 	prog := ScaleProgress{Phase: PhaseMigrating, Remaining: len(moves)}
 	addr := addrsByID(st)
-	opts := MoveOptions{Pipeline: req.Pipeline}
-	groups := groupMoves(moves, groupSlots)
+	opts := req.moveOptions()
+	groups := groupMoves(moves, req.groupSize())
 	start := time.Now()
 	for len(groups) > 0 {
-		if req.Budget > 0 && time.Since(start) > req.Budget {
+		if req.Budget > 0 && time.Since(start) > req.Budget || req.stopped() {
 			break
 		}
 		var round []moveGroup

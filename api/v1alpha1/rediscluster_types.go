@@ -267,6 +267,7 @@ type ClientServiceSpec struct {
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=".status.replicas",description="Redis instances up"
 // +kubebuilder:printcolumn:name="Masters",type=integer,JSONPath=".status.masters",description="Masters holding slots"
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=".status.phase"
+// +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=".status.progress.summary",description="Slots moved or pods upgraded"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
 type RedisCluster struct {
 	metav1.TypeMeta `json:",inline"`

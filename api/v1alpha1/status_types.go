@@ -92,6 +92,12 @@ type RedisClusterStatus struct {
 	// +optional
 	LiveConfig *LiveConfigStatus `json:"liveConfig,omitempty"`
 
+	// progress is how far the current resize or upgrade has got (addition): set
+	// while Scaling or Upgrading, kept with finishTime once the phase is over, until the
+	// next operation starts.
+	// +optional
+	Progress *OperationProgress `json:"progress,omitempty"`
+
 	// auth says which password and ACL users the instances have (addition), without
 	// any password: hashes only. Absent without spec.passwordSecret.
 	// +optional
@@ -134,6 +140,58 @@ type LiveConfigStatus struct {
 	// is given them again, the others are not asked.
 	// +optional
 	Nodes []string `json:"nodes,omitempty"`
+}
+
+// OperationProgress is how far a resize (slots migrating) or an upgrade (pods replaced)
+// has got. The operator writes it once per migration step (at most every two seconds or
+// so), not once per batch.
+type OperationProgress struct {
+	// operation is Scaling or Upgrading: the phase this progress is of.
+	Operation RedisClusterPhase `json:"operation"`
+
+	// summary is the progress in a few words, shown by `kubectl get rec` as Progress:
+	// "1234/5461 slots", "paused at 1234/5461 slots", "3/6 pods", "done in 14s".
+	// +optional
+	Summary string `json:"summary,omitempty"`
+
+	// startTime is when the operation began.
+	StartTime metav1.Time `json:"startTime"`
+
+	// finishTime is when the cluster was Running again; unset while under way.
+	// +optional
+	FinishTime *metav1.Time `json:"finishTime,omitempty"`
+
+	// slotsToMove is the slots the resize moves in all: those moved plus those the
+	// current plan still has to move (a plan changed mid-way, as by an abort, changes it).
+	// +optional
+	SlotsToMove int32 `json:"slotsToMove,omitempty"`
+
+	// slotsMoved is the slots moved so far.
+	// +optional
+	SlotsMoved int32 `json:"slotsMoved,omitempty"`
+
+	// keysMoved is the keys moved so far.
+	// +optional
+	KeysMoved int64 `json:"keysMoved,omitempty"`
+
+	// keysPerSecond is the rate of the last migration step.
+	// +optional
+	KeysPerSecond int64 `json:"keysPerSecond,omitempty"`
+
+	// estimatedSecondsLeft is the time the slots left would take at the last step's
+	// pace of slots; unset before the first slot moved.
+	// +optional
+	EstimatedSecondsLeft *int64 `json:"estimatedSecondsLeft,omitempty"`
+
+	// podsTotal and podsDone count an upgrade's pods and those on the new template.
+	// +optional
+	PodsTotal int32 `json:"podsTotal,omitempty"`
+	// +optional
+	PodsDone int32 `json:"podsDone,omitempty"`
+
+	// paused is true while spec.pause holds the operation.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
 }
 
 // AuthStatus is what the operator applied of spec.passwordSecret and spec.users.

@@ -47,6 +47,17 @@ type RedisUpdateStrategy struct {
 	// +optional
 	Pipeline *intstr.IntOrString `json:"pipeline,omitempty"`
 
+	// maxKeysPerSecond caps how many keys per second slot migration moves, all
+	// MIGRATE streams together (addition). 0, the default, sets no cap: slots move as
+	// fast as Redis allows (docs/migration.md has the write gaps measured). A cap is 100 or more; it also makes MIGRATE batches no
+	// larger than the cap and migrates fewer slots at once, so pause and abort stop sooner.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100000000
+	// +kubebuilder:validation:XValidation:rule="self == 0 || self >= 100",message="spec.updateStrategy.maxKeysPerSecond: 0 (no cap) or at least 100 keys per second"
+	// +kubebuilder:default=0
+	// +optional
+	MaxKeysPerSecond int32 `json:"maxKeysPerSecond,omitempty"`
+
 	// assignStrategies is used by type AssignReceive, which requires at least one
 	// entry: entry i is for the i-th master added (seed: `updateStrategy.assignStrategies`).
 	// Default empty.

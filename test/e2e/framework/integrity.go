@@ -24,6 +24,12 @@ func (s *Stack) IntegrityTLS(ctx context.Context, ns, name, password string, cfg
 	if err != nil {
 		return err
 	}
+	return IntegrityOf(ctx, addrs, password, cfg)
+}
+
+// IntegrityOf is Integrity for the Redis nodes at addrs (ip:port), wherever they run,
+// dialed with cfg when it is not nil.
+func IntegrityOf(ctx context.Context, addrs []string, password string, cfg *tls.Config) error {
 	owned := map[int]string{}
 	var masters []string
 	mine := map[string]opredis.SlotRanges{}
