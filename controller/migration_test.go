@@ -173,7 +173,7 @@ func (m *migrationRun) integrity(n int) error {
 	m.mu.Lock()
 	addrs := redistest.Addrs(m.servers[:n])
 	m.mu.Unlock()
-	return framework.IntegrityOf(context.Background(), addrs, "")
+	return framework.IntegrityOf(context.Background(), addrs, "", nil)
 }
 
 // finish stops the writer, then requires every pre-loaded key and acknowledged write
