@@ -106,7 +106,15 @@ func ClientConfig(data map[string][]byte) (*tls.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return nil, err
+	}
+	if len(leaf.DNSNames) == 0 {
+		return nil, fmt.Errorf("the certificate names no host")
+	}
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(data["ca.crt"])
-	return &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}, ServerName: "redis", MinVersion: tls.VersionTLS12}, nil
+	// The servers present the same certificate: its name is the one to check.
+	return &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}, ServerName: leaf.DNSNames[0], MinVersion: tls.VersionTLS12}, nil
 }
