@@ -26,5 +26,5 @@ func (r *Reconciler) actRunning(ctx context.Context, s *scope) (ctrl.Result, err
 	if err := r.reconcileAuth(ctx, s); err != nil {
 		return ctrl.Result{RequeueAfter: requeueWaiting}, fmt.Errorf("failed to apply the password or users: %w", err)
 	}
-	return ctrl.Result{RequeueAfter: requeueRunning}, nil
+	return ctrl.Result{RequeueAfter: r.healthCheckInterval()}, nil
 }
