@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -173,4 +174,23 @@ func ReadProcStats(pid int) (ProcStats, error) {
 	// USER_HZ is 100 on Linux.
 	ps.CPU = time.Duration(utime+stime) * 10 * time.Millisecond
 	return ps, nil
+}
+
+// InstallCRD applies the CRD and retries `kubectl wait` until it is established (a wait
+// issued right after the apply can fail before the API server has the object).
+func (s *Stack) InstallCRD(ctx context.Context) error {
+	if _, err := s.Kubectl("apply", "--server-side", "-f", filepath.Join(s.Root, "config", "crd", "bases")); err != nil {
+		return fmt.Errorf("failed to install the CRD: %w", err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, err := s.Kubectl("wait", "--for", "condition=established", "crd/redisclusters.redis.middleware.hc.cn", "--timeout", "10s")
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("failed to see the CRD established: %w", err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
