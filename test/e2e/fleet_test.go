@@ -85,7 +85,7 @@ func podAddrs(ctx context.Context, t *testing.T, ns string) []string {
 
 // logLine is the part of one JSON line of the operator's log the tests read.
 type logLine struct {
-	TS      float64 `json:"ts"`
+	TS      string `json:"ts"` // RFC 3339, to the second
 	Msg     string  `json:"msg"`
 	Cluster struct {
 		Namespace string `json:"namespace"`
@@ -112,15 +112,15 @@ func operatorLog(t *testing.T, path string) []logLine {
 	return out
 }
 
-// logSays reports whether any line of the operator's log holds msg (leader election logs
-// through klog, not as JSON).
+// logSays reports whether any line of the operator's log holds msg, whatever the case
+// (leader election logs through klog, not as JSON).
 func logSays(t *testing.T, path, msg string) bool {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.Contains(string(b), msg)
+	return strings.Contains(strings.ToLower(string(b)), strings.ToLower(msg))
 }
 
 func median(ds []time.Duration) time.Duration {
@@ -203,7 +203,9 @@ func waitForReconcileOf(t *testing.T, logs, ns string, since time.Time, timeout 
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		for _, l := range operatorLog(t, logs) {
-			if l.Msg == "Decided" && l.Cluster.Namespace == ns && l.TS > float64(since.UnixNano())/1e9 {
+			// The stamp has whole seconds: a line of the second after since's is later.
+			ts, err := time.Parse(time.RFC3339, l.TS)
+			if err == nil && l.Msg == "Decided" && l.Cluster.Namespace == ns && !ts.Before(since.Truncate(time.Second).Add(time.Second)) {
 				return
 			}
 		}
