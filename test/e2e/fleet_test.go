@@ -86,7 +86,7 @@ func podAddrs(ctx context.Context, t *testing.T, ns string) []string {
 // logLine is the part of one JSON line of the operator's log the tests read.
 type logLine struct {
 	TS      string `json:"ts"` // RFC 3339, to the second
-	Msg     string  `json:"msg"`
+	Msg     string `json:"msg"`
 	Cluster struct {
 		Namespace string `json:"namespace"`
 	} `json:"RedisCluster"`

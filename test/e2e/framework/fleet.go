@@ -14,13 +14,14 @@ import (
 
 // readCommands are the commands that change nothing: anything else counted in INFO
 // commandstats is a write. The operator's own reads, a client's handshake and this
-// package's INFO are all here.
+// package's INFO are all here, and REPLCONF, which replicas send their master each
+// second (ACK of the replication offset), nobody's write to the data or the cluster.
 var readCommands = map[string]bool{
 	"info": true, "ping": true, "auth": true, "hello": true, "dbsize": true, "echo": true,
 	"cluster|nodes": true, "cluster|info": true, "cluster|myid": true, "cluster|slots": true,
 	"cluster|shards": true, "cluster|countkeysinslot": true, "cluster|getkeysinslot": true,
 	"config|get": true, "acl|users": true, "acl|whoami": true, "memory|usage": true,
-	"select": true, "get": true, "exists": true, "scan": true, "type": true, "ttl": true,
+	"replconf": true, "select": true, "get": true, "exists": true, "scan": true, "type": true, "ttl": true,
 }
 
 // NodeStats is what one Redis node says about the commands it ran and who is connected.
