@@ -73,10 +73,15 @@ func parseFlags() *options {
 	flag.DurationVar(&o.controller.CreateTimeout, "create-timeout", 10*time.Minute, "How long Creating may last before the cluster is marked Failed.")
 	flag.DurationVar(&o.controller.ScaleTimeout, "scale-timeout", 30*time.Minute, "How long Scaling may last before the cluster is marked Failed.")
 	flag.DurationVar(&o.controller.UpgradeTimeout, "upgrade-timeout", 30*time.Minute, "How long Upgrading may last before the cluster is marked Failed.")
-	flag.IntVar(&o.controller.MaxConcurrentReconciles, "max-concurrent-reconciles", 4, "How many RedisClusters are reconciled at once (one cluster is never reconciled twice at once).")
+	flag.IntVar(&o.controller.MaxConcurrentReconciles, "max-concurrent-reconciles", 4, "How many RedisClusters are reconciled at once (one cluster is never reconciled twice at once); a cluster whose nodes hang holds one of them.")
+	flag.DurationVar(&o.controller.HealthCheckInterval, "health-check-interval", 30*time.Second, "How often a Running cluster nobody changed is checked (CLUSTER NODES and CLUSTER INFO of every node); changes to its objects and pods are watched.")
+	flag.DurationVar(&o.controller.RedisOptions.DialTimeout, "redis-dial-timeout", 2*time.Second, "Deadline for connecting to a Redis node.")
+	flag.DurationVar(&o.controller.RedisOptions.ReadTimeout, "redis-timeout", 3*time.Second, "Deadline for one Redis command's reply (and for a free pooled connection); MIGRATE of a big key sets its own.")
+	flag.IntVar(&o.controller.RedisOptions.PoolSize, "redis-pool-size", 4, "Most connections the operator opens to one Redis node.")
 	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	o.controller.RedisOptions.WriteTimeout = o.controller.RedisOptions.ReadTimeout
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	return o
 }

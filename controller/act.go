@@ -13,11 +13,17 @@ import (
 	"github.com/hc-middleware/redis-cluster-operator/redis"
 )
 
-// How soon a cluster is looked at again. Redis state is not watched, so phases that wait
-// for Redis poll; a Running cluster is checked for health at a slower pace.
+// How soon a cluster is looked at again. Changes to the CR, its objects and its pods are
+// watched and reconciled at once; Redis state is not watched, so phases waiting for Redis
+// (an operation under way) poll, and a Running cluster is checked for health at a slower
+// pace (docs/architecture.md, "What an idle cluster costs").
 const (
 	requeueWaiting = 2 * time.Second
 	requeueSoon    = 300 * time.Millisecond
+	// requeueRunning is the default health check of a Running cluster (--health-check-interval):
+	// it finds what Redis does not fix by itself and no pod event announces (a node
+	// forgotten by hand, a replica detached), and rereads the password Secret, which is
+	// not watched. Redis fails a master over on its own within cluster-node-timeout (5 s).
 	requeueRunning = 30 * time.Second
 	requeueFailed  = 10 * time.Second
 	// bootstrapBudget bounds how long one reconcile drives the bootstrap before it hands

@@ -31,5 +31,5 @@ func (r *Reconciler) actRunning(ctx context.Context, s *scope) (ctrl.Result, err
 	if wait, err := r.reconcileTLS(ctx, s); err != nil || wait {
 		return ctrl.Result{RequeueAfter: requeueCertificate}, err
 	}
-	return ctrl.Result{RequeueAfter: requeueRunning}, nil
+	return ctrl.Result{RequeueAfter: r.healthCheckInterval()}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
+	"github.com/hc-middleware/redis-cluster-operator/fsm"
 	"github.com/hc-middleware/redis-cluster-operator/redis"
 )
 
@@ -208,12 +210,20 @@ func podTemplateDiffers(live client.Object, desired *unstructured.Unstructured) 
 	return !equalJSON(ownedTpl, desiredTpl), nil
 }
 
+// observeBudget bounds observing Redis in one reconcile: every member is read in
+// parallel and each command has its own timeouts (redis.NewFactory), so this only cuts
+// short a node that answers slowly command after command. A cluster whose nodes hang
+// costs its reconcile this long at most, holding one worker of MaxConcurrentReconciles.
+const observeBudget = 5 * time.Second
+
 // observeRedis reads CLUSTER NODES and CLUSTER INFO from every member. A member that does
 // not answer is recorded in the state, not an error.
 func (r *Reconciler) observeRedis(ctx context.Context, s *scope) {
 	if len(s.members) == 0 {
 		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, observeBudget)
+	defer cancel()
 	f := r.factoryFor(s)
 	addrs := make([]string, len(s.members))
 	for i, m := range s.members {
@@ -226,13 +236,24 @@ func (r *Reconciler) observeRedis(ctx context.Context, s *scope) {
 		return
 	}
 	s.redis = st
-	s.replication = observeReplication(ctx, f, st)
+	if upgradeMayBeUnderWay(s) {
+		s.replication = observeReplication(ctx, f, st)
+	}
+}
+
+// upgradeMayBeUnderWay says whether INFO replication is worth reading: only Upgrading's
+// guard (UpgradeDone) and its failovers read it, so it is read while the stored phase is
+// Upgrading or the pods are about to be rolled (a new template, outdated pods). This is
+// observe's one look at the stored phase, a cost choice: an idle Running cluster is
+// spared a command per replica each health check, and the facts the machine evaluates
+// in other phases do not depend on it.
+func upgradeMayBeUnderWay(s *scope) bool {
+	return s.cluster.Status.Phase == fsm.Upgrading || s.templateChanged || podsOutdated(s)
 }
 
 // observeReplication reads INFO replication from every reachable replica, all at once so
 // it costs one round trip. A replica that does not answer is left out, so it is neither a
-// failover target nor counted in sync. Only Upgrading's guard and failover read it, but
-// observing does not know the phase: it reads the same facts in every phase.
+// failover target nor counted in sync.
 func observeReplication(ctx context.Context, f redis.Factory, st *redis.ClusterState) map[string]redis.Replication {
 	out := map[string]redis.Replication{}
 	var mu sync.Mutex

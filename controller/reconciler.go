@@ -13,6 +13,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -32,8 +33,13 @@ type Options struct {
 	// CreateTimeout, ScaleTimeout and UpgradeTimeout bound how long Creating, Scaling and
 	// Upgrading may last before the cluster is marked Failed.
 	CreateTimeout, ScaleTimeout, UpgradeTimeout time.Duration
-	// MaxConcurrentReconciles is how many clusters are reconciled at once.
+	// MaxConcurrentReconciles is how many clusters are reconciled at once; more than one,
+	// so a cluster whose nodes hang holds one worker, not every cluster behind it.
 	MaxConcurrentReconciles int
+	// HealthCheckInterval is how often a Running cluster nobody changed is looked at
+	// (CLUSTER NODES and CLUSTER INFO of every node); requeueRunning when zero. Changes
+	// to the CR, its objects and its pods are watched and reconciled at once regardless.
+	HealthCheckInterval time.Duration
 	// RedisOptions tune the Redis clients (timeouts, hooks such as a command counter).
 	RedisOptions RedisClientOptions
 }
@@ -65,7 +71,7 @@ type Reconciler struct {
 	// failWatches keeps, per cluster, a *redis.FailWatch: since when each slot owner has
 	// been seen failing, so healing promotes a replica Redis will not (promoteAfter).
 	failWatches sync.Map
-	// holdsChecked remembers, per cluster UID, that releaseStaleHolds found no raised
+	// holdsChecked remembers, per cluster, that releaseStaleHolds found no raised
 	// cluster-node-timeout left by an earlier operator process.
 	holdsChecked sync.Map
 }
@@ -124,10 +130,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	rc := &redisv1alpha1.RedisCluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, rc); err != nil {
 		if client.IgnoreNotFound(err) == nil {
-			r.redis.forget(req.NamespacedName)
-			r.failWatches.Delete(req.NamespacedName)
-			forgetMetrics(req.NamespacedName)
-			r.progress.Delete(req.NamespacedName)
+			r.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -173,4 +176,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	log.FromContext(ctx).V(1).Info("Decided", "phase", s.decision.Phase, "event", s.decision.Event, "reason", s.decision.Reason)
 	step = "act"
 	return r.act(ctx, s)
+}
+
+// forget drops what the reconciler keeps for a cluster that no longer exists: its Redis
+// connection pools (closed) and its per-cluster memory, so a deleted cluster costs nothing.
+func (r *Reconciler) forget(key types.NamespacedName) {
+	r.redis.forget(key)
+	r.failWatches.Delete(key)
+	r.failovers.Delete(key)
+	r.stopsWarned.Delete(key)
+	r.progress.Delete(key)
+	r.holdsChecked.Delete(key)
+	forgetMetrics(key)
+}
+
+// healthCheckInterval is Options.HealthCheckInterval, requeueRunning when unset.
+func (r *Reconciler) healthCheckInterval() time.Duration {
+	if r.Options.HealthCheckInterval > 0 {
+		return r.Options.HealthCheckInterval
+	}
+	return requeueRunning
 }

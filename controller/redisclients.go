@@ -11,9 +11,14 @@ import (
 	"github.com/hc-middleware/redis-cluster-operator/redis"
 )
 
-// RedisClientOptions tune the Redis clients of every cluster.
+// RedisClientOptions tune the Redis clients of every cluster. Zero values take
+// redis.NewFactory's defaults. Each cluster's pools are bounded: at most PoolSize
+// connections per node, none kept idle on purpose, closed after IdleTimeout unused, and
+// all closed when the cluster is deleted (forget).
 type RedisClientOptions struct {
-	DialTimeout, ReadTimeout time.Duration
+	DialTimeout, ReadTimeout, WriteTimeout time.Duration
+	PoolSize                               int
+	IdleTimeout                            time.Duration
 	// Hooks are added to every Redis client, e.g. a redis.CommandCounter in tests.
 	Hooks []goredis.Hook
 }
@@ -60,7 +65,12 @@ func (c *redisClients) factory(key types.NamespacedName, creds credentials) redi
 	} else if ok {
 		_ = cc.factory.Close()
 	}
-	opts := redis.Options{User: creds.user, Password: creds.password, DialTimeout: c.opts.DialTimeout, ReadTimeout: c.opts.ReadTimeout, Hooks: c.opts.Hooks, TLS: creds.tlsConfig}
+	opts := redis.Options{
+		User: creds.user, Password: creds.password,
+		DialTimeout: c.opts.DialTimeout, ReadTimeout: c.opts.ReadTimeout, WriteTimeout: c.opts.WriteTimeout,
+		PoolSize: c.opts.PoolSize, IdleTimeout: c.opts.IdleTimeout,
+		Hooks: c.opts.Hooks, TLS: creds.tlsConfig,
+	}
 	if creds.previous != "" {
 		opts.OldPasswords = []string{creds.previous}
 	}

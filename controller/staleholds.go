@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis"
@@ -23,7 +24,7 @@ const ReasonHoldReleased = "HoldReleased"
 // back by the process that raises them. A node that cannot be read is looked at again on
 // a later reconcile.
 func (r *Reconciler) releaseStaleHolds(ctx context.Context, s *scope) {
-	if _, done := r.holdsChecked.Load(s.cluster.UID); done {
+	if _, done := r.holdsChecked.Load(client.ObjectKeyFromObject(s.cluster)); done {
 		return
 	}
 	configured, ok := configuredNodeTimeout(s)
@@ -43,7 +44,7 @@ func (r *Reconciler) releaseStaleHolds(ctx context.Context, s *scope) {
 		log.FromContext(ctx).Info("could not check cluster-node-timeout on every instance; will look again", "error", err.Error())
 		return
 	}
-	r.holdsChecked.Store(s.cluster.UID, true)
+	r.holdsChecked.Store(client.ObjectKeyFromObject(s.cluster), true)
 }
 
 // configuredNodeTimeout is cluster-node-timeout as the rendered redis.conf sets it (its

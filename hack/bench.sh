@@ -5,6 +5,8 @@
 #   operator:  the whole operator on the devcluster vs redis-cli --cluster create
 #   scale:     redis.Scale vs redis-cli --cluster rebalance moving slots out to a fourth
 #              master and back, 1,000,000 keys (SCALE_KEYS), 3 rounds at least
+#   fleet:     one operator, FLEET_CLUSTERS RedisClusters (default 10, what a 2-core machine
+#              holds comfortably), idle cost over FLEET_IDLE (default 5m), change-to-action
 #   ROUNDS=5   rounds of the two Redis benchmarks
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,3 +21,5 @@ echo "=== operator"
 bench/operator/run.sh -rounds "$rounds"
 echo "=== scale"
 bench/scale/run.sh -rounds "$(( rounds < 3 ? 3 : rounds ))" -keys "${SCALE_KEYS:-1000000}"
+echo "=== fleet"
+bench/fleet/run.sh -clusters "${FLEET_CLUSTERS:-10}" -idle "${FLEET_IDLE:-5m}"

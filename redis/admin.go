@@ -67,6 +67,11 @@ type Options struct {
 	WriteTimeout time.Duration
 	// PoolSize per node; small, the operator sends a few commands per reconcile.
 	PoolSize int
+	// PoolTimeout bounds the wait for a free connection of a busy pool.
+	PoolTimeout time.Duration
+	// IdleTimeout closes a connection unused this long (no idle connections are kept
+	// open on purpose: MinIdleConns is 0).
+	IdleTimeout time.Duration
 	// Hooks are added to every client, e.g. a CommandCounter.
 	Hooks []goredis.Hook
 	// TLS, when set, is the configuration every connection dials with (spec.tls,
@@ -75,7 +80,9 @@ type Options struct {
 }
 
 // NewFactory returns a Factory with the given options; zero timeouts get short defaults
-// because a reconcile must not hang on an unreachable pod.
+// because a reconcile must not hang on an unreachable pod, nor on a node that accepts
+// connections but never answers (a stopped process): every command then fails after
+// ReadTimeout, and a context deadline, when shorter, wins.
 func NewFactory(opts Options) Factory {
 	if opts.DialTimeout == 0 {
 		opts.DialTimeout = 2 * time.Second
@@ -88,6 +95,12 @@ func NewFactory(opts Options) Factory {
 	}
 	if opts.PoolSize == 0 {
 		opts.PoolSize = 4
+	}
+	if opts.PoolTimeout == 0 {
+		opts.PoolTimeout = opts.ReadTimeout
+	}
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = 2 * time.Minute
 	}
 	return &factory{opts: opts, clients: map[string]*goredis.Client{}}
 }
@@ -114,8 +127,14 @@ func (f *factory) For(addr string) Admin {
 			ReadTimeout:  f.opts.ReadTimeout,
 			WriteTimeout: f.opts.WriteTimeout,
 			PoolSize:     f.opts.PoolSize,
-			MaxRetries:   -1, // a write such as MEET must not be sent twice behind our back
-			TLSConfig:    f.opts.TLS,
+			PoolTimeout:  f.opts.PoolTimeout,
+			MinIdleConns: 0,
+			IdleTimeout:  f.opts.IdleTimeout,
+			// Idle connections are reaped each 30 s, so a cluster checked less often
+			// than IdleTimeout holds none between checks.
+			IdleCheckFrequency: 30 * time.Second,
+			TLSConfig:          f.opts.TLS,
+			MaxRetries:         -1, // a write such as MEET must not be sent twice behind our back
 		})
 		for _, h := range f.opts.Hooks {
 			c.AddHook(h)

@@ -23,8 +23,6 @@ import (
 	"github.com/hc-middleware/redis-cluster-operator/test/e2e/framework"
 )
 
-const crdName = "redisclusters.redis.middleware.hc.cn"
-
 func main() {
 	rounds := flag.Int("rounds", 3, "rounds; each forms the demo cluster with the operator and one with redis-cli")
 	poll := flag.Duration("poll", 10*time.Millisecond, "how often the Redis nodes are read")
@@ -52,7 +50,7 @@ func run(ctx context.Context, rounds int, poll, nodeTimeout time.Duration, redis
 			err = derr
 		}
 	}()
-	if err := installCRD(ctx, s); err != nil {
+	if err := s.InstallCRD(ctx); err != nil {
 		return err
 	}
 	op, err := s.StartOperator("--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0")
@@ -99,25 +97,6 @@ func run(ctx context.Context, rounds int, poll, nodeTimeout time.Duration, redis
 	}
 	report(ops, clis)
 	return nil
-}
-
-// installCRD applies the CRD and retries `kubectl wait` until it is established (a wait
-// issued right after the apply can fail before the API server has the object).
-func installCRD(ctx context.Context, s *framework.Stack) error {
-	if _, err := s.Kubectl("apply", "--server-side", "-f", filepath.Join(s.Root, "config", "crd", "bases")); err != nil {
-		return fmt.Errorf("failed to install the CRD: %w", err)
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		_, err := s.Kubectl("wait", "--for", "condition=established", "crd/"+crdName, "--timeout", "10s")
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("failed to see the CRD established: %w", err)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
 }
 
 func report(ops []operatorResult, clis []formbench.Result) {

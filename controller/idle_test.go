@@ -1,0 +1,46 @@
+package controller
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
+)
+
+// TestIdleReconcileCost: a reconcile of a Running cluster nobody changed reads CLUSTER
+// NODES and CLUSTER INFO once per node and nothing else (no INFO replication: no upgrade
+// can be under way), writes nothing to Redis or the API server, and comes back after the
+// health-check interval.
+func TestIdleReconcileCost(t *testing.T) {
+	g := NewWithT(t)
+	h := newHarness(t)
+	rc, _ := formRunning(t, h, redistest.Config{})
+	h.reconcile(rc) // the status catches up with the formed cluster
+	h.writes()
+	h.redis.Reset()
+
+	res := h.reconcile(rc)
+	g.Expect(h.redis.Count("cluster nodes")).To(Equal(6))
+	g.Expect(h.redis.Count("cluster info")).To(Equal(6))
+	g.Expect(h.redis.Count("info")).To(BeZero(), "INFO replication read by an idle reconcile")
+	g.Expect(h.redis.Writes()).To(BeZero())
+	g.Expect(h.writes()).To(BeEmpty(), "API writes of an idle reconcile")
+	g.Expect(res.RequeueAfter).To(Equal(requeueRunning))
+}
+
+// TestForgetClosesPools: a deleted cluster's clients and per-cluster memory are dropped.
+func TestForgetClosesPools(t *testing.T) {
+	h := newHarness(t)
+	key := types.NamespacedName{Namespace: "ns", Name: "gone"}
+	h.r.redis.factory(key, credentials{})
+	h.r.failovers.Store(key, failoverSent{})
+	h.r.forget(key)
+	if _, ok := h.r.redis.byCR[key]; ok {
+		t.Error("the deleted cluster's Redis clients are still held")
+	}
+	if _, ok := h.r.failovers.Load(key); ok {
+		t.Error("the deleted cluster's failover memory is still held")
+	}
+}
