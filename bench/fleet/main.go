@@ -51,19 +51,12 @@ type bench struct {
 	n  int
 }
 
-func run(ctx context.Context, n int, idle time.Duration, samples, podSamples int) (err error) {
-	s, err := framework.Up()
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if derr := s.Down(); derr != nil && err == nil {
-			err = derr
-		}
-	}()
-	if err := s.InstallCRD(ctx); err != nil {
-		return err
-	}
+func run(ctx context.Context, n int, idle time.Duration, samples, podSamples int) error {
+	return framework.WithCRD(ctx, func(s *framework.Stack) error { return runOn(ctx, s, n, idle, samples, podSamples) })
+}
+
+// runOn is the bench on a devcluster with the CRD installed.
+func runOn(ctx context.Context, s *framework.Stack, n int, idle time.Duration, samples, podSamples int) error {
 	c, err := s.Client()
 	if err != nil {
 		return err

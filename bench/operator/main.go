@@ -40,19 +40,12 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, rounds int, poll, nodeTimeout time.Duration, redisCli formbench.CreateFunc) (err error) {
-	s, err := framework.Up()
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if derr := s.Down(); derr != nil && err == nil {
-			err = derr
-		}
-	}()
-	if err := s.InstallCRD(ctx); err != nil {
-		return err
-	}
+func run(ctx context.Context, rounds int, poll, nodeTimeout time.Duration, redisCli formbench.CreateFunc) error {
+	return framework.WithCRD(ctx, func(s *framework.Stack) error { return runOn(ctx, s, rounds, poll, nodeTimeout, redisCli) })
+}
+
+// runOn is the bench on a devcluster with the CRD installed.
+func runOn(ctx context.Context, s *framework.Stack, rounds int, poll, nodeTimeout time.Duration, redisCli formbench.CreateFunc) error {
 	op, err := s.StartOperator("--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0")
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@
 package framework
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -77,4 +78,22 @@ func (s *Stack) Kubectl(args ...string) (string, error) {
 		return string(out), fmt.Errorf("failed to run kubectl %s: %w: %s", strings.Join(args, " "), err, out)
 	}
 	return string(out), nil
+}
+
+// WithCRD runs body on a devcluster (Up) with the RedisCluster CRD installed, and stops
+// the devcluster afterwards (Down); body's error comes first. The benches' entry point.
+func WithCRD(ctx context.Context, body func(*Stack) error) (err error) {
+	s, err := Up()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if derr := s.Down(); derr != nil && err == nil {
+			err = derr
+		}
+	}()
+	if err := s.InstallCRD(ctx); err != nil {
+		return err
+	}
+	return body(s)
 }
