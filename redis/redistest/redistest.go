@@ -45,6 +45,8 @@ type Server struct {
 	Addr string // 127.0.0.1:port; the bus is port+10000
 	Dir  string
 	cmd  *exec.Cmd
+	// exited is closed when the process has ended (killed, or failed to bind its port).
+	exited chan struct{}
 }
 
 // Start runs n servers for the test and stops them in t.Cleanup.
@@ -69,11 +71,17 @@ func StartServers(root string, n int, cfg Config) ([]*Server, error) {
 		}
 		out = append(out, s)
 	}
-	for _, s := range out {
-		if err := s.waitReady(cfg, 10*time.Second); err != nil {
+	for i, s := range out {
+		if s.waitReady(cfg, 10*time.Second) == nil {
+			continue
+		}
+		s.Stop()
+		again, err := startReady(s.Dir, cfg, 10*time.Second)
+		if err != nil {
 			StopAll(out)
 			return nil, err
 		}
+		out[i] = again
 	}
 	return out, nil
 }
@@ -82,15 +90,7 @@ func StartServers(root string, n int, cfg Config) ([]*Server, error) {
 // answers PING. With the dir of a stopped server it is that node back at a new address
 // (its nodes.conf and dump.rdb kept), as a pod recreated with its volume.
 func StartIn(dir string, cfg Config) (*Server, error) {
-	s, err := startOne(dir, cfg)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.waitReady(cfg, 10*time.Second); err != nil {
-		s.Stop()
-		return nil, err
-	}
-	return s, nil
+	return startReady(dir, cfg, 10*time.Second)
 }
 
 func startOne(dir string, cfg Config) (*Server, error) {
@@ -129,13 +129,62 @@ func startOne(dir string, cfg Config) (*Server, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("failed to start redis-server: %w", err)
 	}
-	return &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Dir: dir, cmd: cmd}, nil
+	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Dir: dir, cmd: cmd, exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(s.exited)
+	}()
+	return s, nil
+}
+
+// startTries bounds how often a server is started again on a new port when its first
+// one was taken between freePortPair and redis-server's bind (another test process, or
+// a client's ephemeral port): redis-server then exits, and the retry is the fix.
+const startTries = 3
+
+// startReady starts one server and waits until it answers PING, on a new port when the
+// process exited first.
+func startReady(dir string, cfg Config, within time.Duration) (*Server, error) {
+	var err error
+	for try := 0; try < startTries; try++ {
+		var s *Server
+		if s, err = startOne(dir, cfg); err != nil {
+			return nil, err
+		}
+		if err = s.waitReady(cfg, within); err == nil {
+			return s, nil
+		}
+		s.Stop()
+	}
+	return nil, err
+}
+
+// portRange is where freePortPair looks: 12000-22000, bus ports (port+10000) included
+// below the kernel's ephemeral range (32768 by default), so a client's outgoing
+// connection never holds a port a server is about to bind, no server's port is another's
+// bus port, and the Kubernetes components' 10248-10260 and the devcluster's etcd on
+// 23790 stay clear.
+func portRange() (lo, hi int) {
+	lo, hi = 12000, 22000
+	raw, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return lo, hi
+	}
+	var ephemeralLow, ephemeralHigh int
+	if _, err := fmt.Sscan(string(raw), &ephemeralLow, &ephemeralHigh); err != nil {
+		return lo, hi
+	}
+	if top := ephemeralLow - 10000; top < hi && top-lo >= 2000 {
+		hi = top
+	}
+	return lo, hi
 }
 
 // freePortPair finds a port p on 127.0.0.1 with p+10000 free as well (the cluster bus).
 func freePortPair() (int, error) {
+	lo, hi := portRange()
 	for try := 0; try < 200; try++ {
-		p := 20000 + rand.IntN(25000)
+		p := lo + rand.IntN(hi-lo)
 		l1, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
 		if err != nil {
 			continue
@@ -162,6 +211,11 @@ func (s *Server) waitReady(cfg Config, within time.Duration) error {
 		if err == nil {
 			return nil
 		}
+		select {
+		case <-s.exited:
+			return fmt.Errorf("redis-server at %s exited before it answered (see %s): %w", s.Addr, filepath.Join(s.Dir, "redis.log"), err)
+		default:
+		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("failed to reach redis-server at %s: %w", s.Addr, err)
 		}
@@ -183,7 +237,7 @@ func (s *Server) Stop() {
 		return
 	}
 	_ = s.cmd.Process.Signal(syscall.SIGKILL)
-	_ = s.cmd.Wait()
+	<-s.exited
 	s.cmd = nil
 }
 
