@@ -332,7 +332,9 @@ type Writer struct {
 	failed int
 	errs   map[string]int
 	gaps   []time.Duration
-	shards []opredis.SlotRanges
+	// stageGap is the longest gap of any shard since the last TakeLongestGap.
+	stageGap time.Duration
+	shards   []opredis.SlotRanges
 }
 
 // WriterReport is what a Writer saw.
@@ -432,6 +434,18 @@ func (w *Writer) noteGap(shard int, d time.Duration) {
 	if d > w.gaps[shard] {
 		w.gaps[shard] = d
 	}
+	w.stageGap = max(w.stageGap, d)
+}
+
+// TakeLongestGap is the longest time any shard went without an acknowledged write since
+// the previous call (or the start), and starts a new stage: a test marks with it the
+// boundaries of the switches it runs under one writer.
+func (w *Writer) TakeLongestGap() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	d := w.stageGap
+	w.stageGap = 0
+	return d
 }
 
 // Stop stops writing and reports.
