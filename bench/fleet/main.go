@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -72,7 +73,10 @@ func runOn(ctx context.Context, s *framework.Stack, n int, idle time.Duration, s
 	}
 	defer op.Stop()
 	fmt.Printf("%d clusters (every fifth 6 pods, the others 3), operator pid %d, logs %s\n", n, op.PID(), op.Logs)
-	start0, _ := framework.ReadProcStats(op.PID())
+	start0, err := startedStats(ctx, op)
+	if err != nil {
+		return err
+	}
 	fmt.Printf("operator RSS before any cluster   %6.1f MiB\n", mib(start0.RSS))
 
 	formed, err := b.formAll(ctx)
@@ -220,11 +224,43 @@ func (b *bench) measureIdle(ctx context.Context, pid int, idle time.Duration) er
 	fmt.Printf("idle window                       %6.0f s\n", window.Seconds())
 	fmt.Printf("operator RSS at idle (end / max)  %6.1f / %.1f MiB\n", mib(p1.RSS), mib(maxRSS))
 	fmt.Printf("operator CPU at idle              %6.2f %% of one core\n", 100*float64(p1.CPU-p0.CPU)/float64(window))
-	fmt.Printf("API writes at idle                %6d %v\n", len(apiWrites), apiWrites)
+	ours, others := byOperator(apiWrites)
+	fmt.Printf("API writes at idle, the operator  %6d %s\n", len(ours), countWrites(ours))
+	fmt.Printf("API writes at idle, others        %6d %s\n", len(others), countWrites(others))
 	fmt.Printf("Redis write commands at idle      %6d %v, epochs changed on %d nodes\n", d.Writes, d.WritesByCommand, len(d.EpochChanged))
-	fmt.Printf("Redis commands per idle minute    %6.1f per cluster, %.1f per node (%d nodes)\n", perMin/float64(b.n), perMin/float64(len(addrs)), len(addrs))
+	fmt.Printf("Redis commands per idle minute    %6.1f per cluster, %.1f per node (%d nodes): %s\n", perMin/float64(b.n), perMin/float64(len(addrs)), len(addrs), perNodeMinute(d.ByCommand, window, len(addrs)))
 	fmt.Printf("Redis connections held            %6d (%.1f per node)\n", conns, float64(conns)/float64(len(addrs)))
 	return nil
+}
+
+// startedStats reads the operator's /proc figures once its controller has started its
+// workers (the caches are synced), so the RSS before any cluster is the settled one.
+func startedStats(ctx context.Context, op *framework.Operator) (framework.ProcStats, error) {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if logs, err := os.ReadFile(op.Logs); err == nil && strings.Contains(string(logs), "Starting workers") {
+			return framework.ReadProcStats(op.PID())
+		}
+		if ctx.Err() != nil {
+			return framework.ProcStats{}, ctx.Err()
+		}
+	}
+	return framework.ProcStats{}, fmt.Errorf("the operator did not start its workers within a minute (logs: %s)", op.Logs)
+}
+
+// perNodeMinute spells the commands per node and minute by name, most frequent first.
+func perNodeMinute(byCommand map[string]int64, window time.Duration, nodes int) string {
+	names := make([]string, 0, len(byCommand))
+	for name, n := range byCommand {
+		if n > 0 {
+			names = append(names, name)
+		}
+	}
+	sort.Slice(names, func(i, j int) bool { return byCommand[names[i]] > byCommand[names[j]] })
+	parts := make([]string, len(names))
+	for i, name := range names {
+		parts[i] = fmt.Sprintf("%s %.1f", name, float64(byCommand[name])/window.Minutes()/float64(nodes))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // measureSpecChange times spec.clientService.annotations changes to cluster 0 until its

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -12,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 
+	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 	"github.com/hc-middleware/redis-cluster-operator/test/e2e/framework"
 )
 
@@ -82,10 +85,71 @@ func (w *writeWatch) record(ctx context.Context, resource string, wi watch.Inter
 				continue
 			}
 			w.mu.Lock()
-			w.seen = append(w.seen, fmt.Sprintf("%s %s %s/%s", ev.Type, resource, u.GetNamespace(), u.GetName()))
+			w.seen = append(w.seen, describeWrite(resource, u))
 			w.mu.Unlock()
 		}
 	}
+}
+
+// describeWrite names a change by what it is and who made it, without the object's
+// name: an Event by its reason and reporting component, any other object by the field
+// manager of its newest managedFields entry.
+func describeWrite(resource string, u *unstructured.Unstructured) string {
+	if resource == "events" {
+		reason, _, _ := unstructured.NestedString(u.Object, "reason")
+		by, _, _ := unstructured.NestedString(u.Object, "source", "component")
+		if by == "" {
+			by, _, _ = unstructured.NestedString(u.Object, "reportingComponent")
+		}
+		kind, _, _ := unstructured.NestedString(u.Object, "involvedObject", "kind")
+		return fmt.Sprintf("event %s on a %s by %s", reason, kind, by)
+	}
+	manager := "?"
+	var newest time.Time
+	for _, m := range u.GetManagedFields() {
+		if m.Time != nil && !m.Time.Time.Before(newest) {
+			newest, manager = m.Time.Time, m.Manager
+		}
+	}
+	return fmt.Sprintf("%s by %s", resource, manager)
+}
+
+// byOperator splits the changes into the operator's (events it reported, objects it
+// applied under its field manager, or updated as the binary "manager") and everyone
+// else's: on the devcluster, kube-controller-manager's endpoint controllers retry every
+// Service's Endpoints, which the API server refuses for the loopback pod IPs.
+func byOperator(seen []string) (ours, others []string) {
+	for _, s := range seen {
+		if strings.HasSuffix(s, " by "+redisv1alpha1.ManagedBy) || strings.HasSuffix(s, " by manager") {
+			ours = append(ours, s)
+		} else {
+			others = append(others, s)
+		}
+	}
+	return ours, others
+}
+
+// countWrites groups the changes seen, "what by whom" -> count, most frequent first.
+func countWrites(seen []string) string {
+	counts := map[string]int{}
+	for _, s := range seen {
+		counts[s]++
+	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if counts[keys[i]] != counts[keys[j]] {
+			return counts[keys[i]] > counts[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%d %s", counts[k], k)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // stop ends the watches and returns the changes seen.

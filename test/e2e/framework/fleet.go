@@ -101,6 +101,9 @@ type StatsDelta struct {
 	Commands, Writes int64
 	// WritesByCommand names the write commands, for a failure message.
 	WritesByCommand map[string]int64
+	// ByCommand is Commands by command name: who sends what (the operator's health
+	// check, the pods' probes, replicas' REPLCONF ACK).
+	ByCommand map[string]int64
 	// EpochChanged lists the nodes whose cluster_current_epoch moved.
 	EpochChanged []string
 }
@@ -121,15 +124,23 @@ func ReadStats(ctx context.Context, addrs []string, password string) (map[string
 // Delta compares two readings of the same nodes. Each reading costs every node two INFO
 // and one CLUSTER INFO, which are taken off Commands.
 func Delta(before, after map[string]NodeStats) StatsDelta {
-	d := StatsDelta{WritesByCommand: map[string]int64{}}
+	d := StatsDelta{WritesByCommand: map[string]int64{}, ByCommand: map[string]int64{}}
 	for addr, a := range after {
 		b, ok := before[addr]
 		if !ok {
 			continue
 		}
 		d.Commands += a.Total() - b.Total() - 3
+		// The reading's own: INFO twice, CLUSTER INFO once.
+		d.ByCommand["info"] -= 2
+		d.ByCommand["cluster|info"]--
 		for cmd, c := range a.Calls {
-			if n := c - b.Calls[cmd]; n > 0 && isWrite(cmd) {
+			n := c - b.Calls[cmd]
+			if n <= 0 {
+				continue
+			}
+			d.ByCommand[cmd] += n
+			if isWrite(cmd) {
 				d.Writes += n
 				d.WritesByCommand[cmd] += n
 			}
