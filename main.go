@@ -111,13 +111,15 @@ func run() error {
 	utilruntime.Must(redisv1alpha1.AddToScheme(scheme))
 
 	// Only Redis pods are cached: a cluster-wide pod cache would cost memory on big clusters.
+	// Their managedFields are dropped from the cache: the operator never writes a pod and
+	// reads managedFields only of the objects it applies.
 	redisPods, err := labels.Parse(redisv1alpha1.LabelName + "=" + redisv1alpha1.LabelNameValue)
 	if err != nil {
 		return fmt.Errorf("failed to parse pod selector: %w", err)
 	}
 	cacheOpts := cache.Options{
 		SyncPeriod: &o.syncPeriod,
-		ByObject:   map[client.Object]cache.ByObject{&corev1.Pod{}: {Label: redisPods}},
+		ByObject:   map[client.Object]cache.ByObject{&corev1.Pod{}: {Label: redisPods, Transform: cache.TransformStripManagedFields()}},
 	}
 	if o.namespaces != "" {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
