@@ -67,7 +67,7 @@ func runOn(ctx context.Context, s *framework.Stack, n int, idle time.Duration, s
 		return err
 	}
 	b := &bench{s: s, c: c, cs: cs, n: n}
-	op, err := s.StartOperator("--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0")
+	op, err := s.StartOperator("--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0", "--pprof-bind-address="+pprofAddr)
 	if err != nil {
 		return err
 	}
@@ -77,7 +77,7 @@ func runOn(ctx context.Context, s *framework.Stack, n int, idle time.Duration, s
 	if err != nil {
 		return err
 	}
-	fmt.Printf("operator RSS before any cluster   %6.1f MiB\n", mib(start0.RSS))
+	fmt.Printf("operator RSS before any cluster   %s\n", rssLine(ctx, start0))
 
 	formed, err := b.formAll(ctx)
 	if err != nil {
@@ -222,7 +222,10 @@ func (b *bench) measureIdle(ctx context.Context, pid int, idle time.Duration) er
 	}
 	perMin := float64(d.Commands) / window.Minutes()
 	fmt.Printf("idle window                       %6.0f s\n", window.Seconds())
-	fmt.Printf("operator RSS at idle (end / max)  %6.1f / %.1f MiB\n", mib(p1.RSS), mib(maxRSS))
+	fmt.Printf("operator RSS at idle (end / max)  %s / max %.1f MiB\n", rssLine(ctx, p1), mib(maxRSS))
+	if err := saveHeapProfile(ctx, heapProfileFile); err == nil {
+		fmt.Printf("operator heap profile             %s (go tool pprof -top -sample_index=inuse_space bin/manager %s)\n", heapProfileFile, heapProfileFile)
+	}
 	fmt.Printf("operator CPU at idle              %6.2f %% of one core\n", 100*float64(p1.CPU-p0.CPU)/float64(window))
 	ours, others := byOperator(apiWrites)
 	fmt.Printf("API writes at idle, the operator  %6d %s\n", len(ours), countWrites(ours))

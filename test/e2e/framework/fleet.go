@@ -155,10 +155,13 @@ func Delta(before, after map[string]NodeStats) StatsDelta {
 // ProcStats is a process's resident memory and CPU time so far, from /proc.
 type ProcStats struct {
 	RSS int64 // bytes
-	CPU time.Duration
+	// RSSAnon and RSSFile split RSS: the heap and stacks, and the pages of the binary
+	// (and other files) mapped in.
+	RSSAnon, RSSFile int64
+	CPU              time.Duration
 }
 
-// ReadProcStats reads /proc/PID/status (VmRSS) and /proc/PID/stat (utime + stime).
+// ReadProcStats reads /proc/PID/status (VmRSS, RssAnon, RssFile) and /proc/PID/stat (utime + stime).
 func ReadProcStats(pid int) (ProcStats, error) {
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
@@ -166,9 +169,11 @@ func ReadProcStats(pid int) (ProcStats, error) {
 	}
 	var ps ProcStats
 	for _, line := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			ps.RSS = kb * 1024
+		for field, into := range map[string]*int64{"VmRSS:": &ps.RSS, "RssAnon:": &ps.RSSAnon, "RssFile:": &ps.RSSFile} {
+			if v, ok := strings.CutPrefix(line, field); ok {
+				kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+				*into = kb * 1024
+			}
 		}
 	}
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
