@@ -117,7 +117,8 @@ func TestMigrateDisjointPairsAtOnce(t *testing.T) {
 	}
 }
 
-// Groups keep plan order per pair and run only where no source or target is shared.
+// Groups keep plan order per pair; a source serves one group at a time, a target up to
+// streamsPerTarget, and no node is both at once.
 func TestPlanGroupsDisjoint(t *testing.T) {
 	var moves []SlotMove
 	for s := 0; s < 5; s++ {
@@ -132,9 +133,18 @@ func TestPlanGroupsDisjoint(t *testing.T) {
 	if !reflect.DeepEqual(groups, want) {
 		t.Fatalf("groups %v, want %v", groups, want)
 	}
+	// a->d and b->d share their target; a is busy as a source, d as a target.
 	taken, rest := disjoint(groups)
-	if !reflect.DeepEqual(taken, []moveGroup{want[0], want[3]}) || !reflect.DeepEqual(rest, []moveGroup{want[1], want[2], want[4]}) {
+	if !reflect.DeepEqual(taken, []moveGroup{want[0], want[2], want[3]}) || !reflect.DeepEqual(rest, []moveGroup{want[1], want[4]}) {
 		t.Fatalf("taken %v, rest %v", taken, rest)
+	}
+	// Up to streamsPerTarget sources into one target, no more.
+	var many []moveGroup
+	for i := 0; i <= streamsPerTarget; i++ {
+		many = append(many, moveGroup{from: fmt.Sprintf("s%d", i), to: "t", slots: []int{i}})
+	}
+	if taken, rest := disjoint(many); len(taken) != streamsPerTarget || len(rest) != 1 {
+		t.Fatalf("%d sources into one target: taken %v, rest %v", len(many), taken, rest)
 	}
 }
 

@@ -278,9 +278,9 @@ func (req ScaleRequest) groupSize() int {
 func (req ScaleRequest) stopped() bool { return req.Stop != nil && req.Stop() }
 
 // migrate moves planned slots until the budget is spent or Stop says so. Moves of the same source and
-// target go in groups (MigrateSlots); groups whose sources and targets are all different
-// run at once, one stream per source and per target, so no node serves two MIGRATE
-// streams and every node's MIGRATE stays as bounded as alone.
+// target go in groups (MigrateSlots); groups run at once where disjoint allows: one
+// stream per source, so every source's MIGRATE stays as bounded as alone, and up to
+// streamsPerTarget streams into one target.
 func migrate(ctx context.Context, f Factory, st *ClusterState, moves []SlotMove, req ScaleRequest) (ScaleProgress, error) {
 	prog := ScaleProgress{Phase: PhaseMigrating, Remaining: len(moves)}
 	addr := addrsByID(st)
@@ -353,16 +353,26 @@ func groupMoves(moves []SlotMove, size int) []moveGroup {
 	return out
 }
 
-// disjoint takes, in order, the groups whose source and target no group taken before
-// uses (as source or target), and returns them and the rest in their order.
+// streamsPerTarget is how many sources stream into one target at once. Scale-out has
+// one new master and every old one a source, so one stream per target would move one
+// source at a time. A target's side of MIGRATE is RESTORE, which its event loop
+// interleaves between the streams; a source's MIGRATE blocks the source for its batch,
+// so a source still serves one stream.
+const streamsPerTarget = 3
+
+// disjoint takes, in order, the groups that can run together: a node is the source of
+// one group, or the target of up to streamsPerTarget groups, never both. It returns them
+// and the rest in their order.
 func disjoint(groups []moveGroup) (taken, rest []moveGroup) {
-	busy := map[string]bool{}
+	sources := map[string]bool{}
+	targets := map[string]int{}
 	for _, g := range groups {
-		if busy[g.from] || busy[g.to] {
+		if sources[g.from] || targets[g.from] > 0 || sources[g.to] || targets[g.to] >= streamsPerTarget {
 			rest = append(rest, g)
 			continue
 		}
-		busy[g.from], busy[g.to] = true, true
+		sources[g.from] = true
+		targets[g.to]++
 		taken = append(taken, g)
 	}
 	return taken, rest
