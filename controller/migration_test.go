@@ -404,3 +404,54 @@ func (m *migrationRun) slotsOf(i int) string {
 	}
 	return ""
 }
+
+// A scale-in 8 → 6 set back to 8 once the leaving master has given away its last slot
+// (Redis then makes it a replica of the master that took it): the operator makes a
+// master of it again, empty, and moves its share back, ending Running at 8 with 4
+// masters and every key.
+func TestMigrationScaleInSetBackAfterLeavingMasterEmptied(t *testing.T) {
+	g := NewWithT(t)
+	m := startMigrationRun(t, nil)
+	m.scaleOutTo8(nil)
+	m.reconcileInBackground()
+	m.waitFor("Running at 8", 5*time.Minute, func(rc *redisv1alpha1.RedisCluster) bool {
+		return rc.Status.Phase == redisv1alpha1.PhaseRunning
+	})
+	m.stopReconciling()
+	leaving := 6
+	if m.slotsOf(6) == "" {
+		leaving = 7
+	}
+	g.Expect(m.slotsOf(leaving)).NotTo(BeEmpty())
+	update(t, m.rc, func(s *redisv1alpha1.RedisClusterSpec) { s.Replicas = 6 })
+	ctx := context.Background()
+	for step := 0; m.slotsOf(leaving) != ""; step++ {
+		if step > 500 {
+			t.Fatalf("demo-%d still serves %s after 500 reconciles", leaving, m.slotsOf(leaving))
+		}
+		if _, err := m.h.r.Reconcile(ctx, reconcileRequest(m.rc)); err != nil && !strings.Contains(err.Error(), "the object has been modified") {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("demo-%d emptied; setting replicas back to 8", leaving)
+	update(t, m.rc, func(s *redisv1alpha1.RedisClusterSpec) { s.Replicas = 8 })
+	m.reconcileInBackground()
+	done := m.waitFor("Running at 8 again", 5*time.Minute, func(rc *redisv1alpha1.RedisCluster) bool {
+		if rc.Status.Phase == redisv1alpha1.PhaseFailed {
+			t.Fatalf("Failed: %s", rc.Status.Reason)
+		}
+		return rc.Status.Phase == redisv1alpha1.PhaseRunning && rc.Status.Masters == 4
+	})
+	m.stopReconciling()
+	g.Expect(*liveStatefulSet(t, m.rc).Spec.Replicas).To(BeEquivalentTo(8))
+	g.Expect(done.Status.Masters).To(BeEquivalentTo(4))
+	var released []string
+	for _, e := range m.h.events() {
+		if strings.Contains(e, string(redis.ActionReleaseReplica)) {
+			released = append(released, e)
+		}
+	}
+	t.Logf("release events: %q", released)
+	g.Expect(released).To(HaveLen(1), "one spare replica made an empty master")
+	m.finish("scale-in 8->6 set back to 8 after the leaving master was emptied", 8)
+}

@@ -80,6 +80,9 @@ func Scale(ctx context.Context, f Factory, members []Member, req ScaleRequest) (
 	if !st.AllMet() || !st.Agreed() || !st.ClusterOK() {
 		return ScaleProgress{Phase: PhaseConverging}, nil
 	}
+	if act, ok := spareReplicaToRelease(st, req); ok {
+		return releaseReplica(ctx, f, st, act)
+	}
 	plan, err := planScale(st, req)
 	if err != nil {
 		return ScaleProgress{Phase: PhaseRefused}, fmt.Errorf("%w: %w", ErrRefused, err)
@@ -115,6 +118,68 @@ func Scale(ctx context.Context, f Factory, members []Member, req ScaleRequest) (
 		return prog, nil
 	}
 	return removeLeaving(ctx, f, st, req)
+}
+
+// ActionReleaseReplica turns a spare replica into an empty master (CLUSTER RESET).
+const ActionReleaseReplica ActionKind = "ReleaseReplica"
+
+// PhaseReleasing: a spare replica is being turned into an empty master.
+const PhaseReleasing = "ReleasingReplica"
+
+// spareReplicaToRelease finds, when the kept members have fewer nodes that are no replica
+// than masters wanted, a replica to turn into an empty master: one whose master holds
+// slots and keeps another replica, so its data stays in two copies. That is the case of a
+// scale-in set back after a leaving master gave away its last slot: Redis made it a
+// replica, and the larger size needs a master again. The replica of the master with the
+// most replicas is taken, the highest member index on a tie. Nothing, when a node is
+// flagged fail or pfail: Scale runs on an agreed, healthy cluster only.
+func spareReplicaToRelease(st *ClusterState, req ScaleRequest) (Action, bool) {
+	if req.Keep > len(st.Members) || !st.NoFailures() {
+		return Action{}, false
+	}
+	kept := st.Members[:req.Keep]
+	candidates := 0
+	replicasOf := map[string][]int{}
+	for i := range kept {
+		self := kept[i].Self()
+		if self == nil {
+			return Action{}, false
+		}
+		if !self.Replica {
+			candidates++
+			continue
+		}
+		replicasOf[self.MasterID] = append(replicasOf[self.MasterID], i)
+	}
+	if candidates >= req.Masters {
+		return Action{}, false
+	}
+	best, bestCount := -1, 1
+	for i := range kept {
+		self := kept[i].Self()
+		reps := replicasOf[self.ID]
+		if self.Replica || len(self.Slots) == 0 || len(reps) <= bestCount {
+			continue
+		}
+		best, bestCount = reps[len(reps)-1], len(reps)
+	}
+	if best < 0 {
+		return Action{}, false
+	}
+	return Action{Kind: ActionReleaseReplica, Member: best,
+		Message: fmt.Sprintf("Made spare replica %s an empty master for the %d masters asked (its master keeps %d other replicas)",
+			kept[best].Pod, req.Masters, bestCount-1)}, true
+}
+
+// releaseReplica resets the replica (soft: same node ID, its copy of the data dropped,
+// every node forgotten); the next step meets it again as an empty master.
+func releaseReplica(ctx context.Context, f Factory, st *ClusterState, act Action) (ScaleProgress, error) {
+	prog := ScaleProgress{Phase: PhaseReleasing, Actions: []Action{act}}
+	m, err := mover(f.For(st.Members[act.Member].Addr))
+	if err != nil {
+		return prog, err
+	}
+	return prog, m.ClusterReset(ctx)
 }
 
 // PhaseSyncingReplicas: a new master waits for its replicas' initial sync before it

@@ -177,3 +177,33 @@ func TestParseMemory(t *testing.T) {
 		t.Fatal("no error without used_memory_dataset")
 	}
 }
+
+// A spare replica is made an empty master only when the masters asked outnumber the kept
+// nodes that are no replica, and only one whose master holds slots and keeps another
+// replica: the data always stays in two copies.
+func TestSpareReplicaToRelease(t *testing.T) {
+	req := ScaleRequest{Masters: 4, ReplicasPerMaster: 1, Keep: 8}
+	for _, tt := range []struct {
+		name string
+		st   *ClusterState
+		want int // member released, -1 for none
+	}{
+		// A scale-in set back: demo-6 gave its last slot to demo-0 and follows it, with demo-7.
+		{"set back after the leaving master emptied", layout("m:0-5460", "r:0", "m:5461-10922", "r:2", "m:10923-16383", "r:4", "r:0", "r:0"), 7},
+		{"enough masters already", layout("m:0-5460", "r:0", "m:5461-10922", "r:2", "m:10923-16383", "r:4", "m", "r:0"), -1},
+		{"every master has a single replica", layout("m:0-5460", "r:0", "m:5461-10922", "r:2", "m:10923-16383", "r:4", "r:5", "r:6"), -1},
+		{"a master without slots keeps its replicas", layout("m:0-8191", "r:0", "m:8192-16383", "r:2", "m", "r:4", "r:4", "r:4"), -1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			act, ok := spareReplicaToRelease(tt.st, req)
+			switch {
+			case tt.want < 0 && ok:
+				t.Fatalf("released %s, want none", tt.st.Members[act.Member].Pod)
+			case tt.want >= 0 && !ok:
+				t.Fatalf("released none, want demo-%d", tt.want)
+			case ok && act.Member != tt.want:
+				t.Fatalf("released demo-%d, want demo-%d", act.Member, tt.want)
+			}
+		})
+	}
+}
