@@ -7,7 +7,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 )
 
-// actRunning watches a formed cluster: it heals what is not whole (heal.go) and writes
+// actRunning watches a formed cluster: it heals what is not whole (controller/heal.go) and writes
 // nothing to a healthy one. A Running cluster keeps its StatefulSet's size and template
 // (decide holds them); Scaling and Upgrading change them.
 func (r *Reconciler) actRunning(ctx context.Context, s *scope) (ctrl.Result, error) {
