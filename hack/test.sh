@@ -27,7 +27,24 @@ step "Unit and envtest tests"
 KUBEBUILDER_ASSETS=$ROOT/bin go test -race -count=1 ./...
 
 step "End-to-end tests on the devcluster"
-go test -tags e2e -count=1 -p 1 -timeout 60m -v ./test/e2e/...
+# The e2e output is long; when a test fails, its own last lines are printed again at the
+# end, so the tail of the log (all a CI summary may keep) says what failed and why.
+e2e_log=$(mktemp)
+if ! go test -tags e2e -count=1 -p 1 -timeout 60m -v ./test/e2e/... 2>&1 | tee "$e2e_log"; then
+	echo
+	echo "=== What failed: the last lines of each failed test"
+	awk '
+		/^=== RUN   [^\/]+$/ { name = $3; n = 0 }
+		{ buf[n++] = substr($0, 1, 300) }
+		/^--- FAIL: / {
+			print "--- " $3 ":"
+			for (i = (n > 80 ? n - 80 : 0); i < n; i++) print buf[i]
+			print ""
+		}' "$e2e_log"
+	rm -f "$e2e_log"
+	exit 1
+fi
+rm -f "$e2e_log"
 
 echo
 echo "All tests passed in $(($(date +%s) - start))s"
