@@ -10,7 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/hc-middleware/redis-cluster-operator/fsm"
-	"github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // How soon a cluster is looked at again. Changes to the CR, its objects and its pods are
@@ -99,9 +99,9 @@ func (r *Reconciler) act(ctx context.Context, s *scope) (ctrl.Result, error) {
 
 // recordActions emits one Normal event per kind of Redis write, listing what was done,
 // rather than one per command (a 6-node bootstrap sends dozens of MEETs).
-func (r *Reconciler) recordActions(s *scope, acts []redis.Action) {
-	byKind := map[redis.ActionKind][]string{}
-	var kinds []redis.ActionKind
+func (r *Reconciler) recordActions(s *scope, acts []topology.Action) {
+	byKind := map[topology.ActionKind][]string{}
+	var kinds []topology.ActionKind
 	for _, a := range acts {
 		if a.Refresh {
 			continue // a re-announcing MEET between nodes that know each other: no change to report

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // actCreating forms the Redis cluster (the bootstrap) once the pods are up.
@@ -52,7 +53,7 @@ func (r *Reconciler) reconcileBootstrap(ctx context.Context, s *scope) (ctrl.Res
 	p, err := redis.Bootstrap(bctx, f, s.members[:s.desiredReplicas()], int(rc.Spec.Masters()), int(rc.Spec.ReplicasPerMasterOrDefault()))
 	r.recordActions(s, p.Actions)
 	switch {
-	case errors.Is(err, redis.ErrRefused):
+	case errors.Is(err, topology.ErrRefused):
 		r.warnOnce(s, ReasonRedisError, err.Error())
 		return ctrl.Result{RequeueAfter: requeueFailed}, r.decideAgainAfterRefusal(s, err)
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:

@@ -14,6 +14,7 @@ import (
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 	"github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // scaleBudget bounds the slots one reconcile migrates, so status, pause and deletion stay
@@ -36,9 +37,9 @@ func scaleRequest(rc *redisv1alpha1.RedisCluster, keep int) (redis.ScaleRequest,
 	req := redis.ScaleRequest{Masters: int(rc.Spec.Masters()), ReplicasPerMaster: rpm, Keep: keep, Pipeline: pipeline, Budget: scaleBudget,
 		MaxKeysPerSecond: int(rc.Spec.UpdateStrategy.MaxKeysPerSecond)}
 	if u := rc.Spec.UpdateStrategy; u.Type == redisv1alpha1.UpdateStrategyAssignReceive {
-		req.Assign = []redis.Assignment{}
+		req.Assign = []topology.Assignment{}
 		for _, a := range u.AssignStrategies {
-			req.Assign = append(req.Assign, redis.Assignment{Slots: int(a.Slots), From: splitList(a.FromReplicas)})
+			req.Assign = append(req.Assign, topology.Assignment{Slots: int(a.Slots), From: splitList(a.FromReplicas)})
 		}
 		// Entry i is for the i-th master added: the masters before them are the old ones,
 		// and the pods added by this scale-out come after theirs.
@@ -118,7 +119,7 @@ func (r *Reconciler) reconcileScale(ctx context.Context, s *scope) (ctrl.Result,
 	}
 	var stuck *redis.StuckKeyError
 	switch {
-	case errors.Is(err, redis.ErrRefused):
+	case errors.Is(err, topology.ErrRefused):
 		reason, msg := scaleRefusal(rc, err, current, desired)
 		r.warnOnce(s, reason, msg)
 		s.reason = "" // the phase's own reason carries msg: say it once
@@ -181,15 +182,15 @@ func scalePlaced(s *scope) bool {
 	if err != nil {
 		return false
 	}
-	moves, err := redis.PlanScale(st, req)
+	moves, err := topology.PlanScale(st, req.Shape())
 	return err == nil && len(moves) == 0
 }
 
 // scaleRefusal words a refused resize for the status and a Warning event, naming the
 // spec field the user should change: redis/ reports what is wrong in its own terms.
 func scaleRefusal(rc *redisv1alpha1.RedisCluster, err error, current, desired int) (string, string) {
-	var ae *redis.AssignError
-	var ce *redis.CapacityError
+	var ae *topology.AssignError
+	var ce *topology.CapacityError
 	var ke *redis.KeysError
 	switch {
 	case errors.As(err, &ae):
@@ -216,7 +217,7 @@ func scaleRefusal(rc *redisv1alpha1.RedisCluster, err error, current, desired in
 
 // stuckReason names the key, its slot and the pods, and leaves out the retry time so
 // warnOnce reports each stuck key once.
-func stuckReason(members []redis.Member, e *redis.StuckKeyError) string {
+func stuckReason(members []topology.Member, e *redis.StuckKeyError) string {
 	pod := func(addr string) string {
 		for _, m := range members {
 			if m.Addr == addr {

@@ -14,6 +14,7 @@ import (
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 	"github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 const (
@@ -123,7 +124,7 @@ func (r *Reconciler) replicaBehind(ctx context.Context, s *scope) string {
 }
 
 // syncWait is "" when the replica is caught up with the master, else why it is not.
-func (r *Reconciler) syncWait(ctx context.Context, f redis.Factory, master, replica *redis.MemberState) string {
+func (r *Reconciler) syncWait(ctx context.Context, f redis.Factory, master, replica *topology.MemberState) string {
 	c, err := redis.CheckSync(ctx, f, master.Addr, replica.Addr, syncCheckWithin)
 	switch {
 	case err != nil:
@@ -136,7 +137,7 @@ func (r *Reconciler) syncWait(ctx context.Context, f redis.Factory, master, repl
 
 // upgradeMaster fails the master over to an updated, in-sync replica; a master with no
 // replica is restarted as it is only when its data survives the restart.
-func (r *Reconciler) upgradeMaster(ctx context.Context, s *scope, m *redis.MemberState, rev string) (ctrl.Result, error) {
+func (r *Reconciler) upgradeMaster(ctx context.Context, s *scope, m *topology.MemberState, rev string) (ctrl.Result, error) {
 	if target := failoverTarget(s, m.ID(), rev); target != nil {
 		// A failover to a replica that lags makes the master hold its clients until the
 		// replica catches up, and Redis gives up after 5 s: check first, wait if behind.
@@ -183,7 +184,7 @@ func upgradeLosesData(s *scope) error {
 
 // failOver sends CLUSTER FAILOVER to the target replica and remembers it, so the next
 // reconciles wait for the roles to swap instead of sending it again.
-func (r *Reconciler) failOver(ctx context.Context, s *scope, m, target *redis.MemberState) (ctrl.Result, error) {
+func (r *Reconciler) failOver(ctx context.Context, s *scope, m, target *topology.MemberState) (ctrl.Result, error) {
 	f := r.factoryFor(s)
 	log.FromContext(ctx).Info("Failing over master", "Pod", klog.KRef(s.cluster.Namespace, m.Pod), "replica", klog.KRef(s.cluster.Namespace, target.Pod), "command", "CLUSTER FAILOVER")
 	if err := f.For(target.Addr).Failover(ctx); err != nil {
@@ -238,8 +239,8 @@ func (r *Reconciler) restartPod(ctx context.Context, s *scope, name, event strin
 
 // nextRestart picks the next member whose pod runs an old revision: replicas first, in
 // ordinal order, then masters. master says which kind it is.
-func nextRestart(s *scope, rev string) (*redis.MemberState, bool) {
-	var firstMaster *redis.MemberState
+func nextRestart(s *scope, rev string) (*topology.MemberState, bool) {
+	var firstMaster *topology.MemberState
 	for i := range s.redis.Members {
 		m := &s.redis.Members[i]
 		pod, self := podNamed(s, m.Pod), m.Self()
@@ -258,7 +259,7 @@ func nextRestart(s *scope, rev string) (*redis.MemberState, bool) {
 
 // failoverTarget is a replica of masterID whose pod runs the update revision and whose
 // INFO replication says it is connected and not syncing; nil when none is.
-func failoverTarget(s *scope, masterID, rev string) *redis.MemberState {
+func failoverTarget(s *scope, masterID, rev string) *topology.MemberState {
 	for i := range s.redis.Members {
 		m := &s.redis.Members[i]
 		self := m.Self()

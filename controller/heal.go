@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // healBudget bounds one healing step: an observation and a handful of writes.
@@ -83,7 +84,7 @@ func (r *Reconciler) reconcileHeal(ctx context.Context, s *scope) (ctrl.Result, 
 	r.recordActions(s, p.Actions)
 	countHealed(rc, p.Actions)
 	switch {
-	case errors.Is(err, redis.ErrRefused):
+	case errors.Is(err, topology.ErrRefused):
 		// Nothing was written; say why once and look again at the slow pace.
 		r.warnOnce(s, ReasonRedisError, err.Error())
 		return ctrl.Result{RequeueAfter: requeueFailed}, nil
@@ -92,7 +93,7 @@ func (r *Reconciler) reconcileHeal(ctx context.Context, s *scope) (ctrl.Result, 
 		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
 	}
 	if len(p.Actions) > 0 {
-		log.FromContext(ctx).Info("Healing Redis cluster", "phase", p.Phase, "actions", len(p.Actions))
+		log.FromContext(ctx).Info("Healing Redis cluster", "phase", p.Phase, "actions", topology.Messages(p.Actions))
 	}
 	if !p.Done {
 		s.reason = "Healing: " + p.Phase

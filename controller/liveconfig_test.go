@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
-	"github.com/hc-middleware/redis-cluster-operator/redis"
 	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // formTuned forms a 6-pod cluster whose redis.conf takes the user ConfigMap "tuning",
@@ -195,7 +195,7 @@ func TestDegradedWhenAShardHasNoReplica(t *testing.T) {
 		byID[ic.NodeID] = ic.Name
 	}
 	for i, ic := range get(t, rc).Status.Conditions {
-		if ic.Type == redis.RoleSlave {
+		if ic.Type == topology.RoleSlave {
 			replica, master = ic.Name, byID[ic.MasterNodeID]
 			servers[i].Stop()
 			break

@@ -10,7 +10,7 @@ import (
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 	"github.com/hc-middleware/redis-cluster-operator/fsm"
-	"github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // The operator's own metrics, served with controller-runtime's on the manager's metrics
@@ -146,13 +146,13 @@ func countMigrated(rc *redisv1alpha1.RedisCluster, slots, keys int, took time.Du
 }
 
 // countHealed counts healing's writes by kind, and the replicas it promoted as failovers.
-func countHealed(rc *redisv1alpha1.RedisCluster, acts []redis.Action) {
+func countHealed(rc *redisv1alpha1.RedisCluster, acts []topology.Action) {
 	for _, a := range acts {
 		if a.Refresh {
 			continue // a re-announcing MEET: no change
 		}
 		healActions.WithLabelValues(rc.Namespace, rc.Name, string(a.Kind)).Inc()
-		if a.Kind == redis.ActionFailover {
+		if a.Kind == topology.ActionFailover {
 			countFailover(rc, strings.ToLower(a.Mode))
 		}
 	}

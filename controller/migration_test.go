@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
-	"github.com/hc-middleware/redis-cluster-operator/redis"
 	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 	"github.com/hc-middleware/redis-cluster-operator/test/e2e/framework"
 )
 
@@ -373,9 +373,9 @@ func TestMigrationAssignReceive(t *testing.T) {
 	g.Expect(m.slotsOf(2)).To(Equal(before), "demo-2 gives nothing")
 	newMaster := 0
 	for _, c := range done.Status.Conditions {
-		if (c.Name == "demo-6" || c.Name == "demo-7") && c.Type == redis.RoleMaster {
+		if (c.Name == "demo-6" || c.Name == "demo-7") && c.Type == topology.RoleMaster {
 			newMaster++
-			slots, err := redis.ParseSlotRanges(c.Slots)
+			slots, err := topology.ParseSlotRanges(c.Slots)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(slots.Count()).To(Equal(3000))
 		}
@@ -393,7 +393,7 @@ func (m *migrationRun) slotsOf(i int) string {
 	if err != nil {
 		m.t.Fatal(err)
 	}
-	nodes, err := redis.ParseClusterNodes(text)
+	nodes, err := topology.ParseClusterNodes(text)
 	if err != nil {
 		m.t.Fatal(err)
 	}
@@ -447,7 +447,7 @@ func TestMigrationScaleInSetBackAfterLeavingMasterEmptied(t *testing.T) {
 	g.Expect(done.Status.Masters).To(BeEquivalentTo(4))
 	var released []string
 	for _, e := range m.h.events() {
-		if strings.Contains(e, string(redis.ActionReleaseReplica)) {
+		if strings.Contains(e, string(topology.ActionReleaseReplica)) {
 			released = append(released, e)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 	"github.com/hc-middleware/redis-cluster-operator/fsm"
 	"github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // redisPort is the client port of every Redis container (docs/architecture.md).
@@ -254,8 +255,8 @@ func upgradeMayBeUnderWay(s *scope) bool {
 // observeReplication reads INFO replication from every reachable replica, all at once so
 // it costs one round trip. A replica that does not answer is left out, so it is neither a
 // failover target nor counted in sync.
-func observeReplication(ctx context.Context, f redis.Factory, st *redis.ClusterState) map[string]redis.Replication {
-	out := map[string]redis.Replication{}
+func observeReplication(ctx context.Context, f redis.Factory, st *topology.ClusterState) map[string]topology.Replication {
+	out := map[string]topology.Replication{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for i := range st.Members {
@@ -303,13 +304,13 @@ func ordinal(cluster, pod string) (int, bool) {
 }
 
 // members are the pods Redis can be reached on: running, not terminating, with an IP.
-func members(pods []*corev1.Pod) []redis.Member {
-	var out []redis.Member
+func members(pods []*corev1.Pod) []topology.Member {
+	var out []topology.Member
 	for _, p := range pods {
 		if p == nil || p.DeletionTimestamp != nil || p.Status.PodIP == "" || p.Status.Phase != corev1.PodRunning {
 			continue
 		}
-		out = append(out, redis.Member{
+		out = append(out, topology.Member{
 			Pod:     p.Name,
 			Addr:    net.JoinHostPort(p.Status.PodIP, strconv.Itoa(clientPort(p))),
 			K8sNode: p.Spec.NodeName,

@@ -20,6 +20,7 @@ import (
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 	"github.com/hc-middleware/redis-cluster-operator/redis"
 	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 func newCluster(ns string, replicas int32) *redisv1alpha1.RedisCluster {
@@ -126,16 +127,16 @@ func TestReconcileFormsClusterThenIdlesWithoutWrites(t *testing.T) {
 		g.Expect(c.NodeID).NotTo(BeEmpty(), c.Name)
 		g.Expect(c.Status).To(Equal(corev1.ConditionTrue), c.Name+": "+c.Message)
 		g.Expect(c.DomainName).To(Equal(c.Name + ".demo." + ns + ".svc.cluster.local"))
-		if c.Type == redis.RoleMaster {
+		if c.Type == topology.RoleMaster {
 			masters[c.NodeID] = c
-			rs, err := redis.ParseSlotRanges(c.Slots)
+			rs, err := topology.ParseSlotRanges(c.Slots)
 			g.Expect(err).NotTo(HaveOccurred())
 			slots += rs.Count()
 		}
 	}
-	g.Expect(slots).To(Equal(redis.SlotCount))
+	g.Expect(slots).To(Equal(topology.SlotCount))
 	for _, c := range got.Status.Conditions {
-		if c.Type == redis.RoleSlave {
+		if c.Type == topology.RoleSlave {
 			master, ok := masters[c.MasterNodeID]
 			g.Expect(ok).To(BeTrue(), "replica %s follows a master", c.Name)
 			g.Expect(master.Hostname).NotTo(Equal(c.Hostname), "replica %s shares a node with its master", c.Name)

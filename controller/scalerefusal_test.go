@@ -7,23 +7,24 @@ import (
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 	"github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // Each refusal redis/ reports in its own terms is worded with the CR field to change.
 func TestScaleRefusalNamesTheField(t *testing.T) {
 	rc := &redisv1alpha1.RedisCluster{Spec: redisv1alpha1.RedisClusterSpec{Replicas: 6}}
-	wrap := func(err error) error { return fmt.Errorf("%w: %w", redis.ErrRefused, err) }
+	wrap := func(err error) error { return fmt.Errorf("%w: %w", topology.ErrRefused, err) }
 	cases := []struct {
 		err              error
 		current, desired int
 		reason           string
 		want             []string
 	}{
-		{wrap(&redis.AssignError{Index: 2, Field: "fromReplicas", Problem: `"x" is not an existing master`}), 8, 8, ReasonInvalidSpec,
+		{wrap(&topology.AssignError{Index: 2, Field: "fromReplicas", Problem: `"x" is not an existing master`}), 8, 8, ReasonInvalidSpec,
 			[]string{`spec.updateStrategy.assignStrategies[2].fromReplicas: "x" is not an existing master`, "nothing moved"}},
-		{wrap(&redis.AssignError{Index: -1, Problem: "5 entries, but this scale-out adds 1 masters"}), 8, 8, ReasonInvalidSpec,
+		{wrap(&topology.AssignError{Index: -1, Problem: "5 entries, but this scale-out adds 1 masters"}), 8, 8, ReasonInvalidSpec,
 			[]string{"spec.updateStrategy.assignStrategies: 5 entries"}},
-		{&redis.CapacityError{Pod: "demo-0", Projected: 10 << 20, MaxMemory: 10 << 20, Limit: 8 << 20, Dataset: 24 << 20, KeptMaxMemory: 30 << 20, Masters: 3}, 8, 6, ReasonRedisError,
+		{&topology.CapacityError{Pod: "demo-0", Projected: 10 << 20, MaxMemory: 10 << 20, Limit: 8 << 20, Dataset: 24 << 20, KeptMaxMemory: 30 << 20, Masters: 3}, 8, 6, ReasonRedisError,
 			[]string{"spec.replicas: 6 instances (3 masters) cannot hold the data", "demo-0 would use 10.0 MiB of its maxmemory 10.0 MiB (at most 8.0 MiB)", "keeps serving at 8 instances"}},
 		{wrap(&redis.KeysError{Pod: "demo-6", Addr: "10.0.0.7:6379", Keys: 500}), 8, 8, ReasonRedisError,
 			[]string{"pod demo-6 (10.0.0.7:6379) holds 500 keys"}},

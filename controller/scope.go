@@ -10,7 +10,7 @@ import (
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 	"github.com/hc-middleware/redis-cluster-operator/fsm"
-	"github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // scope carries what one reconcile observed and decided. Each field says which step fills it.
@@ -45,7 +45,7 @@ type scope struct {
 	// pods are the cluster's pods indexed by ordinal; a missing pod is nil (observeKubernetes).
 	pods []*corev1.Pod
 	// members are the pods that run Redis and can be reached, in ordinal order (observeKubernetes).
-	members []redis.Member
+	members []topology.Member
 	// live are the rendered objects' live copies this RedisCluster controls, by kind/name
 	// (objectKey); an absent or foreign object has no entry (observeKubernetes).
 	live map[string]client.Object
@@ -60,12 +60,12 @@ type scope struct {
 
 	// redis is the Redis cluster's own view, read from every member; nil when no member
 	// is reachable yet (observeRedis).
-	redis *redis.ClusterState
+	redis *topology.ClusterState
 	// redisErr is why Redis could not be observed, if it could not (observeRedis).
 	redisErr error
 	// replication is INFO replication of each replica member by pod name, read only in
 	// Upgrading, where it picks the failover target and guards the end (observeRedis).
-	replication map[string]redis.Replication
+	replication map[string]topology.Replication
 
 	// conf is what redis.conf changes and what was done about its live directives
 	// (observeLiveConfig, reconcileLiveConfig).

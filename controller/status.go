@@ -14,7 +14,7 @@ import (
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 	"github.com/hc-middleware/redis-cluster-operator/fsm"
-	"github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // Cluster-level conditions, kept in status.clusterConditions so the seed's per-instance
@@ -198,7 +198,7 @@ func degraded(phase fsm.Phase, s *scope) metav1.Condition {
 
 // serving reports whether every member that answers says cluster_state ok: a replica pod
 // down does not stop the cluster serving.
-func serving(st *redis.ClusterState) bool {
+func serving(st *topology.ClusterState) bool {
 	if st == nil {
 		return false
 	}
@@ -216,7 +216,7 @@ func serving(st *redis.ClusterState) bool {
 
 // instanceConditions lists one entry per pod, in ordinal order, with the seed's fields.
 func instanceConditions(s *scope) []redisv1alpha1.RedisClusterCondition {
-	facts := map[string]redis.MemberFacts{}
+	facts := map[string]topology.MemberFacts{}
 	if s.redis != nil {
 		for _, f := range s.redis.Facts() {
 			facts[f.Pod] = f
@@ -244,7 +244,7 @@ func instanceConditions(s *scope) []redisv1alpha1.RedisClusterCondition {
 		if known {
 			c.NodeID, c.Type, c.Slots = f.NodeID, f.Role, f.Slots.String()
 			c.MasterNodeID = f.MasterNodeID
-			if f.Role == redis.RoleMaster {
+			if f.Role == topology.RoleMaster {
 				c.MasterNodeID = f.NodeID
 			}
 		}
@@ -258,7 +258,7 @@ func instanceConditions(s *scope) []redisv1alpha1.RedisClusterCondition {
 	return out
 }
 
-func instanceHealth(p *corev1.Pod, f redis.MemberFacts, known bool) (corev1.ConditionStatus, string, string) {
+func instanceHealth(p *corev1.Pod, f topology.MemberFacts, known bool) (corev1.ConditionStatus, string, string) {
 	switch {
 	case !podReady(p):
 		return corev1.ConditionFalse, InstancePodNotReady, fmt.Sprintf("pod %s is %s and not Ready", p.Name, p.Status.Phase)

@@ -18,6 +18,7 @@ import (
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 	"github.com/hc-middleware/redis-cluster-operator/redis"
 	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // These tests play the StatefulSet controller (revisions in its status and the pods'
@@ -119,7 +120,7 @@ func replicaAndMaster(t *testing.T, servers []*redistest.Server) (replica, maste
 	masterOf := map[int]string{}
 	for i, s := range servers {
 		c := goredis.NewClient(&goredis.Options{Addr: s.Addr})
-		nodes, err := redis.ParseClusterNodes(c.ClusterNodes(context.Background()).Val())
+		nodes, err := topology.ParseClusterNodes(c.ClusterNodes(context.Background()).Val())
 		c.Close()
 		if err != nil {
 			t.Fatal(err)
@@ -237,7 +238,7 @@ func TestUpgradeWaitsForSyncStopsOnCrashLoopAndRollsBack(t *testing.T) {
 	}
 	c := goredis.NewClient(&goredis.Options{Addr: back.Addr})
 	defer c.Close()
-	rep, err := redis.ParseReplication(c.Info(ctx, "replication").Val())
+	rep, err := topology.ParseReplication(c.Info(ctx, "replication").Val())
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(rep.InSync()).To(BeTrue(), "the replaced pod is a replica in sync again: %+v", rep)
 }

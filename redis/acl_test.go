@@ -11,6 +11,7 @@ import (
 	goredis "github.com/go-redis/redis/v8"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // aclCfg starts servers the way the operator's pods start: the users and masterauth from
@@ -288,7 +289,7 @@ func clusterClient(addrs []string, pw string) *goredis.ClusterClient {
 }
 
 // putKeysAs writes each key (value: its name) through a cluster client as the default user.
-func putKeysAs(t *testing.T, f Factory, members []Member, keys []string, pw string) {
+func putKeysAs(t *testing.T, f Factory, members []topology.Member, keys []string, pw string) {
 	t.Helper()
 	cc := clusterClient(addrsOf(members), pw)
 	defer cc.Close()
@@ -301,7 +302,7 @@ func putKeysAs(t *testing.T, f Factory, members []Member, keys []string, pw stri
 }
 
 // lostKeysAs counts the keys a cluster client as the default user cannot read back.
-func lostKeysAs(t *testing.T, f Factory, members []Member, keys []string, pw string) int {
+func lostKeysAs(t *testing.T, f Factory, members []topology.Member, keys []string, pw string) int {
 	t.Helper()
 	cc := clusterClient(addrsOf(members), pw)
 	defer cc.Close()
@@ -315,7 +316,7 @@ func lostKeysAs(t *testing.T, f Factory, members []Member, keys []string, pw str
 	return lost
 }
 
-func addrsOf(members []Member) []string {
+func addrsOf(members []topology.Member) []string {
 	out := make([]string, len(members))
 	for i, m := range members {
 		out[i] = m.Addr

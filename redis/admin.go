@@ -11,6 +11,8 @@ import (
 	"time"
 
 	goredis "github.com/go-redis/redis/v8"
+
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // Admin is the handful of Redis calls the operator makes on one node. Keeping it this small
@@ -18,14 +20,14 @@ import (
 type Admin interface {
 	// Addr is the node's "ip:port".
 	Addr() string
-	ClusterNodes(ctx context.Context) ([]Node, error)
-	ClusterInfo(ctx context.Context) (ClusterInfo, error)
+	ClusterNodes(ctx context.Context) ([]topology.Node, error)
+	ClusterInfo(ctx context.Context) (topology.ClusterInfo, error)
 	// DBSize counts the node's keys; bootstrap refuses to claim a node that holds data.
 	DBSize(ctx context.Context) (int64, error)
 	// Meet asks this node to handshake with the node at addr ("ip:port").
 	Meet(ctx context.Context, addr string) error
 	// AddSlotsRange assigns the range to this node (ADDSLOTSRANGE, or ADDSLOTS on Redis < 7).
-	AddSlotsRange(ctx context.Context, r SlotRange) error
+	AddSlotsRange(ctx context.Context, r topology.SlotRange) error
 	// Replicate makes this node a replica of masterID.
 	Replicate(ctx context.Context, masterID string) error
 	// Forget removes a lost node from this node's table (and bans its ID for 60 s).
@@ -33,7 +35,7 @@ type Admin interface {
 	// SetConfigEpoch gives a fresh node its config epoch before it meets others.
 	SetConfigEpoch(ctx context.Context, epoch uint64) error
 	// Replication reads INFO replication: the role and, on a replica, its link state.
-	Replication(ctx context.Context) (Replication, error)
+	Replication(ctx context.Context) (topology.Replication, error)
 	// Failover asks this replica to take over from its master (CLUSTER FAILOVER, the
 	// coordinated kind: the master stops writes until the replica has caught up).
 	Failover(ctx context.Context) error
@@ -182,20 +184,20 @@ type admin struct {
 
 func (a *admin) Addr() string { return a.addr }
 
-func (a *admin) ClusterNodes(ctx context.Context) ([]Node, error) {
+func (a *admin) ClusterNodes(ctx context.Context) ([]topology.Node, error) {
 	text, err := a.c.ClusterNodes(ctx).Result()
 	if err != nil {
 		return nil, fmt.Errorf("failed to read CLUSTER NODES from %s: %w", a.addr, err)
 	}
-	return ParseClusterNodes(text)
+	return topology.ParseClusterNodes(text)
 }
 
-func (a *admin) ClusterInfo(ctx context.Context) (ClusterInfo, error) {
+func (a *admin) ClusterInfo(ctx context.Context) (topology.ClusterInfo, error) {
 	text, err := a.c.ClusterInfo(ctx).Result()
 	if err != nil {
-		return ClusterInfo{}, fmt.Errorf("failed to read CLUSTER INFO from %s: %w", a.addr, err)
+		return topology.ClusterInfo{}, fmt.Errorf("failed to read CLUSTER INFO from %s: %w", a.addr, err)
 	}
-	return ParseClusterInfo(text)
+	return topology.ParseClusterInfo(text)
 }
 
 func (a *admin) DBSize(ctx context.Context) (int64, error) {
@@ -217,7 +219,7 @@ func (a *admin) Meet(ctx context.Context, addr string) error {
 	return nil
 }
 
-func (a *admin) AddSlotsRange(ctx context.Context, r SlotRange) error {
+func (a *admin) AddSlotsRange(ctx context.Context, r topology.SlotRange) error {
 	err := a.c.Do(ctx, "cluster", "addslotsrange", r.Start, r.End).Err()
 	if err != nil && strings.Contains(strings.ToLower(err.Error()), "unknown subcommand") {
 		// Redis before 7.0 has no ADDSLOTSRANGE; ADDSLOTS with every slot does the same.

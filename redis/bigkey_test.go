@@ -11,6 +11,7 @@ import (
 	goredis "github.com/go-redis/redis/v8"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // bigMembers is the size of the big key: a sorted set whose DUMP is tens of MB, so its
@@ -63,7 +64,7 @@ func watchFlags(addr string, stop <-chan struct{}) func() []string {
 				return
 			case <-time.After(50 * time.Millisecond):
 			}
-			nodes, err := ParseClusterNodes(c.ClusterNodes(context.Background()).Val())
+			nodes, err := topology.ParseClusterNodes(c.ClusterNodes(context.Background()).Val())
 			if err != nil {
 				continue
 			}

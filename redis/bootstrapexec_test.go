@@ -12,14 +12,15 @@ import (
 	goredis "github.com/go-redis/redis/v8"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // membersOf names the servers like pods of a StatefulSet "demo", spread over three
 // Kubernetes nodes so anti-affinity is exercised.
-func membersOf(servers []*redistest.Server) []Member {
-	out := make([]Member, len(servers))
+func membersOf(servers []*redistest.Server) []topology.Member {
+	out := make([]topology.Member, len(servers))
 	for i, s := range servers {
-		out[i] = Member{Pod: fmt.Sprintf("demo-%d", i), Addr: s.Addr, K8sNode: fmt.Sprintf("node-%d", i%3)}
+		out[i] = topology.Member{Pod: fmt.Sprintf("demo-%d", i), Addr: s.Addr, K8sNode: fmt.Sprintf("node-%d", i%3)}
 	}
 	return out
 }
@@ -38,7 +39,7 @@ func newFactory(t *testing.T, opts Options) Factory {
 
 // assertFormed checks every guard and the redis-cli slot layout, then round-trips a key
 // through a cluster client.
-func assertFormed(t *testing.T, f Factory, members []Member, password string) {
+func assertFormed(t *testing.T, f Factory, members []topology.Member, password string) {
 	t.Helper()
 	ctx := ctxFor(t, 10*time.Second)
 	st, err := Observe(ctx, f, members)
@@ -55,17 +56,17 @@ func assertFormed(t *testing.T, f Factory, members []Member, password string) {
 		}
 	}
 	var slots []string
-	byID := map[string]MemberFacts{}
+	byID := map[string]topology.MemberFacts{}
 	for _, fa := range st.Facts() {
 		byID[fa.NodeID] = fa
 	}
 	for _, fa := range st.Facts() {
-		if fa.Role == RoleMaster {
+		if fa.Role == topology.RoleMaster {
 			slots = append(slots, fa.Slots.String())
 			continue
 		}
 		master := byID[fa.MasterNodeID]
-		if master.Role != RoleMaster {
+		if master.Role != topology.RoleMaster {
 			t.Errorf("%s replicates %q, not a master", fa.Pod, fa.MasterNodeID)
 		}
 		if memberNode(members, fa.Pod) == memberNode(members, master.Pod) {
@@ -93,7 +94,7 @@ func assertFormed(t *testing.T, f Factory, members []Member, password string) {
 	}
 }
 
-func memberNode(members []Member, pod string) string {
+func memberNode(members []topology.Member, pod string) string {
 	for _, m := range members {
 		if m.Pod == pod {
 			return m.K8sNode
@@ -114,7 +115,7 @@ func TestBootstrapFormsClusterAndIsIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("formed in %v with %d writes: %v", time.Since(start), counter.Writes(), counter.WriteNames())
-	if !p.Done || p.Phase != PhaseFormed || strings.Join(p.Masters, ",") != "demo-0,demo-1,demo-2" {
+	if !p.Done || p.Phase != topology.PhaseFormed || strings.Join(p.Masters, ",") != "demo-0,demo-1,demo-2" {
 		t.Fatalf("progress = %+v", p)
 	}
 	var msgs []string
@@ -160,11 +161,11 @@ func TestBootstrapWithPassword(t *testing.T) {
 // TestBootstrapResumesAfterCrash stops bootstrap after each kind of step, as an operator
 // killed there would, and shows a fresh run finishes the cluster.
 func TestBootstrapResumesAfterCrash(t *testing.T) {
-	stops := map[string]func(p Plan) bool{
+	stops := map[string]func(p topology.Plan) bool{
 		// Crash after half the slot assignments: only some masters hold slots.
-		"half the slots": func(p Plan) bool { return p.Phase == PhaseAssigning },
+		"half the slots": func(p topology.Plan) bool { return p.Phase == topology.PhaseAssigning },
 		// Crash after the first round of meets.
-		"after meets": func(p Plan) bool { return p.Phase == PhaseMeeting },
+		"after meets": func(p topology.Plan) bool { return p.Phase == topology.PhaseMeeting },
 	}
 	for name, stopAt := range stops {
 		t.Run(name, func(t *testing.T) {
@@ -181,11 +182,11 @@ func TestBootstrapResumesAfterCrash(t *testing.T) {
 				for i := range st.Members {
 					st.Members[i].KeysKnown = true
 				}
-				plan := PlanBootstrap(st, 3, 1)
+				plan := topology.PlanBootstrap(st, 3, 1)
 				if plan.Done {
 					t.Fatal("formed before the crash point")
 				}
-				b := newBootstrapper(f)
+				b := newExecutor(f)
 				if stopAt(plan) {
 					if err := b.execute(ctx, st, halfOfLastKind(plan.Actions)); err != nil {
 						t.Fatal(err)
@@ -236,7 +237,7 @@ func TestBootstrapRefusesNodeWithData(t *testing.T) {
 	counter := NewCommandCounter()
 	f := newFactory(t, Options{Hooks: []goredis.Hook{counter}})
 	_, err = Bootstrap(ctx, f, members, 3, 1)
-	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "demo-4") {
+	if !errors.Is(err, topology.ErrRefused) || !strings.Contains(err.Error(), "demo-4") {
 		t.Fatalf("err = %v, want a refusal naming demo-4", err)
 	}
 	if w := counter.Writes(); w != 0 {
@@ -255,9 +256,9 @@ func contains(xs []string, x string) bool {
 
 // halfOfLastKind keeps every action but only half of those of the last kind in the plan
 // (half the ADDSLOTS after all epochs, or half the MEETs): a crash in the middle of a step.
-func halfOfLastKind(acts []Action) []Action {
+func halfOfLastKind(acts []topology.Action) []topology.Action {
 	last := acts[len(acts)-1].Kind
-	var out, tail []Action
+	var out, tail []topology.Action
 	for _, a := range acts {
 		if a.Kind == last {
 			tail = append(tail, a)

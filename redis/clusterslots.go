@@ -6,6 +6,8 @@ import (
 	"sort"
 
 	goredis "github.com/go-redis/redis/v8"
+
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // ClusterSlots builds go-redis' slot table from CLUSTER NODES of the first address that
@@ -29,7 +31,7 @@ func ClusterSlots(ctx context.Context, f Factory, addrs []string) ([]goredis.Clu
 }
 
 // slotTable lists, per slot range of each master, the master then its replicas.
-func slotTable(nodes []Node) []goredis.ClusterSlot {
+func slotTable(nodes []topology.Node) []goredis.ClusterSlot {
 	replicas := map[string][]goredis.ClusterNode{}
 	for _, n := range nodes {
 		if n.Replica && !n.Fail {

@@ -1,8 +1,10 @@
-// Package redis holds everything the operator says to Redis: parsing of CLUSTER NODES and
-// CLUSTER INFO, a small Admin interface over go-redis, a read-only observation of the
-// cluster with the guards the phase machine needs, and the bootstrap that forms a cluster.
+// Package redis holds everything the operator says to Redis: a small Admin interface over
+// go-redis (with ACL users and TLS), Observe, which reads every member's view into a
+// topology.ClusterState, and the executors that carry out the plans package topology
+// makes: bootstrap, healing, promotions, finishing open slots, slot migration and
+// resizing, replica sync checks and live configuration.
 //
-// Planners are pure functions of an observation so they can be table-tested; executors
-// only carry out a plan. Progress is always re-read from Redis, never remembered, so an
-// operator killed half-way resumes from what the nodes themselves report.
+// Executors only carry out a plan. Progress is always re-read from Redis, never
+// remembered, so an operator killed half-way resumes from what the nodes themselves
+// report.
 package redis

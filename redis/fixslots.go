@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // ActionFixSlot reports what FixOpenSlots did to one slot. It is done by FixOpenSlots
 // itself, never run by the bootstrap executor.
-const ActionFixSlot ActionKind = "FixSlot"
+const ActionFixSlot topology.ActionKind = "FixSlot"
 
 // FixOpenSlots finishes every slot that a master marks MIGRATING or IMPORTING, whoever
 // opened it (an interrupted step of the operator, a half-done `redis-cli --cluster
@@ -31,14 +33,14 @@ const ActionFixSlot ActionKind = "FixSlot"
 // Keys move before markers close, so a step cut off anywhere leaves a marker for the next
 // one to find. Nothing is done unless every member answered. A stuck key is reported as a
 // *StuckKeyError after the other slots were tried; ErrBudgetSpent ends the step early.
-func FixOpenSlots(ctx context.Context, f Factory, st *ClusterState, pipeline int) (ScaleProgress, error) {
+func FixOpenSlots(ctx context.Context, f Factory, st *topology.ClusterState, pipeline int) (ScaleProgress, error) {
 	return fixOpenSlots(ctx, f, st, MoveOptions{Pipeline: pipeline})
 }
 
-func fixOpenSlots(ctx context.Context, f Factory, st *ClusterState, opts MoveOptions) (ScaleProgress, error) {
+func fixOpenSlots(ctx context.Context, f Factory, st *topology.ClusterState, opts MoveOptions) (ScaleProgress, error) {
 	prog := ScaleProgress{Phase: PhaseFinishingSlots}
 	if !st.AllReachable() {
-		prog.Phase = PhaseWaitingForPods
+		prog.Phase = topology.PhaseWaitingForPods
 		return prog, nil
 	}
 	var stuck, failed error
@@ -77,7 +79,7 @@ func fixOpenSlots(ctx context.Context, f Factory, st *ClusterState, opts MoveOpt
 
 // markedSlots are the slots some master marks MIGRATING or IMPORTING, in order. A
 // replica cannot hold a marker: a master that turns replica closes all of its own.
-func markedSlots(st *ClusterState) []int {
+func markedSlots(st *topology.ClusterState) []int {
 	seen := map[int]bool{}
 	for i := range st.Members {
 		self := st.Members[i].Self()
@@ -102,7 +104,7 @@ func markedSlots(st *ClusterState) []int {
 // slotFix finishes one slot.
 type slotFix struct {
 	f    Factory
-	st   *ClusterState
+	st   *topology.ClusterState
 	slot int
 	opts MoveOptions
 
@@ -110,11 +112,11 @@ type slotFix struct {
 	owner   int           // member index of the owner
 	keys    int           // keys moved
 	counts  map[int]int64 // keys of the slot held by each master but the owner
-	actions []Action
+	actions []topology.Action
 	done    bool
 }
 
-func (fx *slotFix) self(i int) *Node { return fx.st.Members[i].Self() }
+func (fx *slotFix) self(i int) *topology.Node { return fx.st.Members[i].Self() }
 
 func (fx *slotFix) pod(i int) string { return fx.st.Members[i].Pod }
 
@@ -229,7 +231,7 @@ func (fx *slotFix) settled(involved []int) bool {
 		}
 		id := fx.self(i).ID
 		for m := range fx.st.Members {
-			n := fx.st.Members[m].find(id)
+			n := fx.st.Members[m].Find(id)
 			if n == nil || !n.Master || n.Fail || n.PFail || n.Handshake || n.NoAddr {
 				return false
 			}
@@ -285,7 +287,7 @@ func (fx *slotFix) resume(ctx context.Context, target int) error {
 		}
 	}
 	src, dst := fx.st.Members[fx.owner], fx.st.Members[target]
-	if n := dst.find(src.ID()); n == nil || !n.Slots.Contains(fx.slot) {
+	if n := dst.Find(src.ID()); n == nil || !n.Slots.Contains(fx.slot) {
 		// A node importing a slot ignores news of its owner: after a failover of the
 		// source it still maps the slot to the old master, now a replica, or to
 		// nobody, and refuses the keys (CLUSTERDOWN Hash slot not served).
@@ -337,5 +339,5 @@ func (fx *slotFix) stable(ctx context.Context, i int, why string) error {
 }
 
 func (fx *slotFix) report(i int, format string, args ...interface{}) {
-	fx.actions = append(fx.actions, Action{Kind: ActionFixSlot, Member: i, Message: fmt.Sprintf(format, args...)})
+	fx.actions = append(fx.actions, topology.Action{Kind: ActionFixSlot, Member: i, Message: fmt.Sprintf(format, args...)})
 }

@@ -11,6 +11,7 @@ import (
 	goredis "github.com/go-redis/redis/v8"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // slotKeys is how many keys the tests put in the slot that moves: hash tags put them all
@@ -19,7 +20,7 @@ const slotKeys = 10000
 
 // openSlotCluster forms masters masters with replicas replicas each, writes slotKeys keys
 // in one slot of the first master and 2000 spread keys, and returns the slot's tag.
-func openSlotCluster(t *testing.T, masters, replicas int) ([]Member, Factory, *CommandCounter, int, string) {
+func openSlotCluster(t *testing.T, masters, replicas int) ([]topology.Member, Factory, *CommandCounter, int, string) {
 	t.Helper()
 	n := masters * (1 + replicas)
 	servers := redistest.Start(t, n, healCfg)
@@ -42,7 +43,7 @@ func openSlotCluster(t *testing.T, masters, replicas int) ([]Member, Factory, *C
 
 // openByHand opens slot from src to dst as redis-cli's reshard does and moves the first
 // `moved` keys with MIGRATE, as a reshard cut off half-way leaves it.
-func openByHand(t *testing.T, f Factory, src, dst MemberState, slot, moved int) {
+func openByHand(t *testing.T, f Factory, src, dst topology.MemberState, slot, moved int) {
 	t.Helper()
 	ctx := ctxFor(t, 30*time.Second)
 	s, _ := mover(f.For(src.Addr))
@@ -67,7 +68,7 @@ func openByHand(t *testing.T, f Factory, src, dst MemberState, slot, moved int) 
 
 // fixUntilClosed calls FixOpenSlots as Scale would, one step each, until no marker is
 // left, and returns the keys moved.
-func fixUntilClosed(t *testing.T, f Factory, members []Member) int {
+func fixUntilClosed(t *testing.T, f Factory, members []topology.Member) int {
 	t.Helper()
 	ctx := ctxFor(t, 60*time.Second)
 	keys := 0
@@ -93,7 +94,7 @@ func fixUntilClosed(t *testing.T, f Factory, members []Member) int {
 
 // assertNoStrayKeys checks, on every master, every slot it does not own: no key may sit
 // where no client is sent. It returns the keys counted on the owners of all slots.
-func assertNoStrayKeys(t *testing.T, f Factory, members []Member) int64 {
+func assertNoStrayKeys(t *testing.T, f Factory, members []topology.Member) int64 {
 	t.Helper()
 	ctx := ctxFor(t, 30*time.Second)
 	st, err := Observe(ctx, f, members)
@@ -110,9 +111,9 @@ func assertNoStrayKeys(t *testing.T, f Factory, members []Member) int64 {
 			continue
 		}
 		c := goredis.NewClient(&goredis.Options{Addr: st.Members[i].Addr})
-		cmds := make([]*goredis.IntCmd, SlotCount)
+		cmds := make([]*goredis.IntCmd, topology.SlotCount)
 		_, err := c.Pipelined(ctx, func(p goredis.Pipeliner) error {
-			for s := 0; s < SlotCount; s++ {
+			for s := 0; s < topology.SlotCount; s++ {
 				cmds[s] = p.ClusterCountKeysInSlot(ctx, s)
 			}
 			return nil
@@ -147,7 +148,7 @@ func spreadKeyNames(n int) []string { return numberedKeys("spread", n) }
 // by the masters' own claims: a key read there without a redirect is where clients are
 // sent. Plain clients, not go-redis' cluster client: its COMMAND lookup races (under
 // -race) and times out on a loaded test machine.
-func byOwner(t *testing.T, f Factory, members []Member, keys []string) map[string][]int {
+func byOwner(t *testing.T, f Factory, members []topology.Member, keys []string) map[string][]int {
 	t.Helper()
 	st, err := Observe(ctxFor(t, 10*time.Second), f, members)
 	if err != nil {
@@ -159,7 +160,7 @@ func byOwner(t *testing.T, f Factory, members []Member, keys []string) map[strin
 		if open := strings.IndexByte(k, '{'); open >= 0 {
 			slot = keySlot(k[open+1 : strings.IndexByte(k, '}')])
 		}
-		owner := ownerOf(st, slot)
+		owner := redistest.SlotOwner(st, slot)
 		if owner == "" {
 			t.Fatalf("slot %d of key %s has no owner", slot, k)
 		}
@@ -170,7 +171,7 @@ func byOwner(t *testing.T, f Factory, members []Member, keys []string) map[strin
 }
 
 // putKeys sets key i of keys to i on its slot's owner, in pipelines of 500.
-func putKeys(t *testing.T, f Factory, members []Member, keys []string) {
+func putKeys(t *testing.T, f Factory, members []topology.Member, keys []string) {
 	t.Helper()
 	ctx := ctxFor(t, 2*time.Minute)
 	for addr, idx := range byOwner(t, f, members, keys) {
@@ -192,7 +193,7 @@ func putKeys(t *testing.T, f Factory, members []Member, keys []string) {
 
 // lostKeys reads every key back from its slot's owner and counts those missing, wrong
 // or redirected (key i must hold i).
-func lostKeys(t *testing.T, f Factory, members []Member, keys []string) int {
+func lostKeys(t *testing.T, f Factory, members []topology.Member, keys []string) int {
 	t.Helper()
 	ctx := ctxFor(t, 2*time.Minute)
 	lost := 0
@@ -218,7 +219,7 @@ func lostKeys(t *testing.T, f Factory, members []Member, keys []string) int {
 }
 
 // readAll checks that every key written by openSlotCluster reads back.
-func readAll(t *testing.T, f Factory, members []Member, tag string) {
+func readAll(t *testing.T, f Factory, members []topology.Member, tag string) {
 	t.Helper()
 	if n := lostKeys(t, f, members, slotKeyNames(tag, slotKeys)); n > 0 {
 		t.Errorf("%d of %d keys of the slot lost or wrong", n, slotKeys)
@@ -252,7 +253,7 @@ func TestFixForeignHalfDoneReshard(t *testing.T) {
 		t.Errorf("moved %d keys, want %d", moved, slotKeys-4000)
 	}
 	st, _ = Observe(ctxFor(t, 5*time.Second), f, members)
-	if owner := ownerOf(st, slot); owner != st.Members[1].ID() {
+	if owner := redistest.SlotOwner(st, slot); owner != st.Members[1].ID() {
 		t.Fatalf("slot %d owned by %s, want the target", slot, owner)
 	}
 	if n := countOn(t, f, members[1].Addr, slot); n != slotKeys {
@@ -266,11 +267,11 @@ func TestFixForeignHalfDoneReshard(t *testing.T) {
 
 // failoverAndWait runs CLUSTER FAILOVER on the replica of master and waits until every
 // member sees the replica as a master and the old master as its replica.
-func failoverAndWait(t *testing.T, f Factory, members []Member, master string) MemberState {
+func failoverAndWait(t *testing.T, f Factory, members []topology.Member, master string) topology.MemberState {
 	t.Helper()
 	ctx := ctxFor(t, 30*time.Second)
 	st, _ := Observe(ctx, f, members)
-	var rep MemberState
+	var rep topology.MemberState
 	for i := range st.Members {
 		if self := st.Members[i].Self(); self.Replica && self.MasterID == master {
 			rep = st.Members[i]
@@ -297,9 +298,9 @@ func failoverAndWait(t *testing.T, f Factory, members []Member, master string) M
 }
 
 // allSee reports whether every member sees node id as a master (or as a replica).
-func allSee(st *ClusterState, id string, master bool) bool {
+func allSee(st *topology.ClusterState, id string, master bool) bool {
 	for i := range st.Members {
-		n := st.Members[i].find(id)
+		n := st.Members[i].Find(id)
 		if n == nil || n.Master != master || n.Fail || n.PFail {
 			return false
 		}
@@ -307,7 +308,7 @@ func allSee(st *ClusterState, id string, master bool) bool {
 	return true
 }
 
-func indexOf(st *ClusterState, id string) int {
+func indexOf(st *topology.ClusterState, id string) int {
 	for i := range st.Members {
 		if st.Members[i].ID() == id {
 			return i
@@ -349,7 +350,7 @@ func testFixAfterFailover(t *testing.T, source bool) {
 	t.Logf("fixed in %v after failover of the %s, %d keys moved", time.Since(start).Round(time.Millisecond),
 		map[bool]string{true: "source", false: "target"}[source], moved)
 	st, _ = Observe(ctxFor(t, 5*time.Second), f, members)
-	owner := ownerOf(st, slot)
+	owner := redistest.SlotOwner(st, slot)
 	want := dst.ID()
 	if !source {
 		want = promoted.ID()
@@ -411,7 +412,7 @@ func TestFixStaleMarkerToGoneNode(t *testing.T) {
 		t.Errorf("%d keys moved for markers that moved nothing", moved)
 	}
 	st, _ = Observe(ctx, f, members)
-	if ownerOf(st, slot) != st.Members[0].ID() || ownerOf(st, slot2) != st.Members[2].ID() {
+	if redistest.SlotOwner(st, slot) != st.Members[0].ID() || redistest.SlotOwner(st, slot2) != st.Members[2].ID() {
 		t.Errorf("owners changed")
 	}
 	if owned := assertNoStrayKeys(t, f, members); owned != 2000 {

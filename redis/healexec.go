@@ -3,6 +3,8 @@ package redis
 import (
 	"context"
 	"fmt"
+
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // Heal observes a cluster that was formed once, plans with PlanHeal and carries out the
@@ -10,16 +12,16 @@ import (
 // it again later until Done. A healthy cluster costs one CLUSTER NODES and one CLUSTER
 // INFO per member and no write. A refusal (an empty master holding keys) wraps ErrRefused
 // and writes nothing.
-func Heal(ctx context.Context, f Factory, members []Member, masters, replicasPerMaster int) (Progress, error) {
+func Heal(ctx context.Context, f Factory, members []topology.Member, masters, replicasPerMaster int) (Progress, error) {
 	return HealWith(ctx, f, members, masters, replicasPerMaster, HealOptions{})
 }
 
 // HealWith is Heal with the operator's own failover of lost masters (opts.Watch) enabled.
-func HealWith(ctx context.Context, f Factory, members []Member, masters, replicasPerMaster int, opts HealOptions) (Progress, error) {
-	b := newBootstrapper(f)
+func HealWith(ctx context.Context, f Factory, members []topology.Member, masters, replicasPerMaster int, opts HealOptions) (Progress, error) {
+	b := newExecutor(f)
 	st, err := Observe(ctx, f, members)
 	if err != nil {
-		return Progress{Phase: PhaseWaitingForPods}, fmt.Errorf("failed to observe cluster: %w", err)
+		return Progress{Phase: topology.PhaseWaitingForPods}, fmt.Errorf("failed to observe cluster: %w", err)
 	}
 	if len(markedSlots(st)) > 0 && st.AllReachable() && len(st.PendingFailovers()) == 0 {
 		// A slot left MIGRATING/IMPORTING (a failover mid-move, a foreign reshard) is
@@ -29,30 +31,30 @@ func HealWith(ctx context.Context, f Factory, members []Member, masters, replica
 		return Progress{Phase: fp.Phase, Actions: fp.Actions}, err
 	}
 	overdue := opts.overdue(st)
-	plan := PlanHeal(st, masters, replicasPerMaster, overdue)
+	plan := topology.PlanHeal(st, masters, replicasPerMaster, overdue)
 	if len(plan.NeedReplication) > 0 {
 		if err := readReplication(ctx, f, st, plan.NeedReplication); err != nil {
 			return Progress{Phase: plan.Phase}, err
 		}
-		plan = PlanHeal(st, masters, replicasPerMaster, overdue)
+		plan = topology.PlanHeal(st, masters, replicasPerMaster, overdue)
 	}
 	if len(plan.NeedKeys) > 0 {
 		if err := b.readKeys(ctx, st, plan.NeedKeys); err != nil {
 			return Progress{Phase: plan.Phase}, err
 		}
-		plan = PlanHeal(st, masters, replicasPerMaster, overdue)
+		plan = topology.PlanHeal(st, masters, replicasPerMaster, overdue)
 	}
 	prog := Progress{Phase: plan.Phase, Done: plan.Done}
 	for _, m := range plan.Masters {
 		prog.Masters = append(prog.Masters, members[m].Pod)
 	}
 	if plan.Refusal != nil {
-		return prog, fmt.Errorf("%w: %w", ErrRefused, plan.Refusal)
+		return prog, fmt.Errorf("%w: %w", topology.ErrRefused, plan.Refusal)
 	}
 	prog.Actions = plan.Actions
-	var promote, rest []Action
+	var promote, rest []topology.Action
 	for _, a := range plan.Actions {
-		if a.Kind == ActionFailover {
+		if a.Kind == topology.ActionFailover {
 			promote = append(promote, a)
 		} else {
 			rest = append(rest, a)

@@ -12,6 +12,7 @@ import (
 	goredis "github.com/go-redis/redis/v8"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // healCfg lowers cluster-node-timeout so a lost node is flagged fail within a second or two.
@@ -19,7 +20,7 @@ var healCfg = redistest.Config{NodeTimeout: time.Second}
 
 // formForHealing starts six servers, forms the cluster and writes n keys through a
 // cluster client.
-func formForHealing(t *testing.T, n int) ([]*redistest.Server, []Member, Factory) {
+func formForHealing(t *testing.T, n int) ([]*redistest.Server, []topology.Member, Factory) {
 	t.Helper()
 	servers := redistest.Start(t, 6, healCfg)
 	members := membersOf(servers)
@@ -37,7 +38,7 @@ func formForHealing(t *testing.T, n int) ([]*redistest.Server, []Member, Factory
 	return servers, members, f
 }
 
-func withCluster(t *testing.T, f Factory, members []Member, fn func(context.Context, *goredis.ClusterClient)) {
+func withCluster(t *testing.T, f Factory, members []topology.Member, fn func(context.Context, *goredis.ClusterClient)) {
 	t.Helper()
 	var addrs []string
 	for _, m := range members {
@@ -51,11 +52,11 @@ func withCluster(t *testing.T, f Factory, members []Member, fn func(context.Cont
 
 // healUntilFormed calls Heal as the controller would, each call one step, until the
 // cluster is formed again, and returns every action made.
-func healUntilFormed(t *testing.T, f Factory, members []Member) []Action {
+func healUntilFormed(t *testing.T, f Factory, members []topology.Member) []topology.Action {
 	t.Helper()
 	ctx := ctxFor(t, 30*time.Second)
 	start := time.Now()
-	var all []Action
+	var all []topology.Action
 	for {
 		p, err := Heal(ctx, f, members, 3, 1)
 		all = append(all, p.Actions...)
@@ -67,13 +68,13 @@ func healUntilFormed(t *testing.T, f Factory, members []Member) []Action {
 			return all
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("not formed within 30 s; last phase %s; actions so far: %s", p.Phase, kinds(all))
+			t.Fatalf("not formed within 30 s; last phase %s; actions so far: %s", p.Phase, topology.Messages(all))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 }
 
-func assertKeys(t *testing.T, f Factory, members []Member, n int) {
+func assertKeys(t *testing.T, f Factory, members []topology.Member, n int) {
 	t.Helper()
 	withCluster(t, f, members, func(ctx context.Context, cc *goredis.ClusterClient) {
 		for i := 0; i < n; i++ {
@@ -114,7 +115,7 @@ func TestHealReplacesALostReplica(t *testing.T) {
 	t.Cleanup(fresh.Stop)
 	members[4].Addr = fresh.Addr
 	acts := healUntilFormed(t, f, members)
-	got := kinds(acts)
+	got := topology.Messages(acts)
 	if !strings.Contains(got, "Made demo-4 a replica of") || !strings.Contains(got, "forget lost node") {
 		t.Errorf("actions: %s", got)
 	}
@@ -154,8 +155,8 @@ func TestHealReconnectsAllNodesBackAtNewAddresses(t *testing.T) {
 		members[i].Addr = back.Addr
 	}
 	acts := healUntilFormed(t, f, members)
-	if !strings.Contains(kinds(acts), "meet") {
-		t.Errorf("actions: %s", kinds(acts))
+	if !strings.Contains(topology.Messages(acts), "meet") {
+		t.Errorf("actions: %s", topology.Messages(acts))
 	}
 	assertKeys(t, f, members, 100)
 	assertFormed(t, f, members, "")

@@ -11,6 +11,7 @@ import (
 	goredis "github.com/go-redis/redis/v8"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // migrateSpans records, per slot, when the first MIGRATE of its keys began and the last
@@ -27,7 +28,7 @@ func (m *migrateSpans) slotOf(cmd goredis.Cmder) (int, bool) {
 	}
 	for i, a := range args {
 		if fmt.Sprint(a) == "keys" && i+1 < len(args) {
-			return KeySlot(fmt.Sprint(args[i+1])), true
+			return topology.KeySlot(fmt.Sprint(args[i+1])), true
 		}
 	}
 	return 0, false
@@ -83,7 +84,7 @@ func TestMigrateDisjointPairsAtOnce(t *testing.T) {
 	tagA, tagB := tagFor(a), tagFor(b)
 	keys := append(slotKeyNames(tagA, 3000), slotKeyNames(tagB, 3000)...)
 	putKeys(t, f, members, keys)
-	moves := []SlotMove{
+	moves := []topology.SlotMove{
 		{Slot: a, From: st.Members[0].ID(), To: st.Members[2].ID()},
 		{Slot: b, From: st.Members[1].ID(), To: st.Members[3].ID()},
 	}
@@ -106,8 +107,8 @@ func TestMigrateDisjointPairsAtOnce(t *testing.T) {
 		return err == nil && st.Agreed()
 	})
 	st, _ = Observe(ctx, f, members)
-	if ownerOf(st, a) != st.Members[2].ID() || ownerOf(st, b) != st.Members[3].ID() {
-		t.Fatalf("slot %d owned by %s, slot %d by %s", a, ownerOf(st, a), b, ownerOf(st, b))
+	if redistest.SlotOwner(st, a) != st.Members[2].ID() || redistest.SlotOwner(st, b) != st.Members[3].ID() {
+		t.Fatalf("slot %d owned by %s, slot %d by %s", a, redistest.SlotOwner(st, a), b, redistest.SlotOwner(st, b))
 	}
 	if owned := assertNoStrayKeys(t, f, members); owned != int64(len(keys)) {
 		t.Errorf("owners hold %d keys, %d were written", owned, len(keys))
@@ -120,12 +121,12 @@ func TestMigrateDisjointPairsAtOnce(t *testing.T) {
 // Groups keep plan order per pair; a source serves one group at a time, a target up to
 // streamsPerTarget, and no node is both at once.
 func TestPlanGroupsDisjoint(t *testing.T) {
-	var moves []SlotMove
+	var moves []topology.SlotMove
 	for s := 0; s < 5; s++ {
-		moves = append(moves, SlotMove{Slot: s, From: "a", To: "d"})
+		moves = append(moves, topology.SlotMove{Slot: s, From: "a", To: "d"})
 	}
-	moves = append(moves, SlotMove{Slot: 10, From: "b", To: "d"}, SlotMove{Slot: 11, From: "c", To: "e"},
-		SlotMove{Slot: 5, From: "a", To: "d"}, SlotMove{Slot: 12, From: "d", To: "b"})
+	moves = append(moves, topology.SlotMove{Slot: 10, From: "b", To: "d"}, topology.SlotMove{Slot: 11, From: "c", To: "e"},
+		topology.SlotMove{Slot: 5, From: "a", To: "d"}, topology.SlotMove{Slot: 12, From: "d", To: "b"})
 	groups := groupMoves(moves, 4)
 	want := []moveGroup{
 		{"a", "d", []int{0, 1, 2, 3}}, {"a", "d", []int{4, 5}}, {"b", "d", []int{10}}, {"c", "e", []int{11}}, {"d", "b", []int{12}},
@@ -178,7 +179,7 @@ func TestMigrateGroupSourceFailoverMidMove(t *testing.T) {
 	go func() {
 		// 5 keys per MIGRATE: the big slot alone takes 2000 calls.
 		_, err := MigrateSlots(ctx, f, slots, MasterAddr{ID: src.ID(), Addr: src.Addr}, MasterAddr{ID: dst.ID(), Addr: dst.Addr},
-			otherAddrs(st, src.ID(), dst.ID()), MoveOptions{Pipeline: 5})
+			topology.OtherAddrs(st, src.ID(), dst.ID()), MoveOptions{Pipeline: 5})
 		done <- err
 	}()
 	waitFor(t, func() bool { return countOn(t, f, dst.Addr, slot) > 0 })

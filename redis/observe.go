@@ -3,80 +3,20 @@ package redis
 import (
 	"context"
 	"sync"
+
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
-
-// Member is one desired Redis pod, in ordinal order.
-type Member struct {
-	Pod string
-	// Addr is the pod's "ip:port".
-	Addr string
-	// K8sNode is the Kubernetes node the pod runs on; replicas avoid their master's.
-	K8sNode string
-}
-
-// MemberState is what one member said about the cluster.
-type MemberState struct {
-	Member
-	// Err is why the member could not be read; nil when Nodes and Info are filled.
-	Err   error
-	Nodes []Node
-	Info  ClusterInfo
-	// Keys is the member's DBSIZE when KeysKnown; Observe leaves it unknown to stay cheap,
-	// bootstrap reads it only for members it is about to claim.
-	Keys      int64
-	KeysKnown bool
-	// Repl is the member's INFO replication, nil until read; read only for replicas the
-	// healer may promote.
-	Repl *Replication
-}
-
-// Reachable reports whether the member answered both reads.
-func (m *MemberState) Reachable() bool { return m.Err == nil }
-
-// Self is the member's own line of CLUSTER NODES ("myself"), nil when unreachable.
-func (m *MemberState) Self() *Node {
-	for i := range m.Nodes {
-		if m.Nodes[i].Myself {
-			return &m.Nodes[i]
-		}
-	}
-	return nil
-}
-
-// ID is the member's node ID, "" when unknown.
-func (m *MemberState) ID() string {
-	if s := m.Self(); s != nil {
-		return s.ID
-	}
-	return ""
-}
-
-// find returns the member's line about node id, nil when it does not know it.
-func (m *MemberState) find(id string) *Node {
-	for i := range m.Nodes {
-		if m.Nodes[i].ID == id {
-			return &m.Nodes[i]
-		}
-	}
-	return nil
-}
-
-// ClusterState is one observation of every desired member. It is a snapshot: predicates
-// and planners read it, nothing writes it.
-type ClusterState struct {
-	Members []MemberState
-}
 
 // Observe reads CLUSTER NODES and CLUSTER INFO from every member in parallel. An unreachable
 // member is recorded in its MemberState and is not an error: the caller decides what a
 // missing pod means. Observe only reads.
-func Observe(ctx context.Context, f Factory, members []Member) (*ClusterState, error) {
-	st := &ClusterState{Members: make([]MemberState, len(members))}
+func Observe(ctx context.Context, f Factory, members []topology.Member) (*topology.ClusterState, error) {
+	st := &topology.ClusterState{Members: make([]topology.MemberState, len(members))}
 	var wg sync.WaitGroup
 	for i, m := range members {
 		st.Members[i].Member = m
 		wg.Add(1)
-		go func(ms *MemberState) {
+		go func(ms *topology.MemberState) {
 			defer wg.Done()
 			a := f.For(ms.Addr)
 			if ms.Nodes, ms.Err = a.ClusterNodes(ctx); ms.Err != nil {

@@ -12,6 +12,7 @@ import (
 	goredis "github.com/go-redis/redis/v8"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // The bootstrap over kept data: a RedisCluster deleted and applied again finds pods whose
@@ -21,13 +22,13 @@ import (
 const reformKeys = 10000
 
 // writeReformKeys writes PREFIX-0 … PREFIX-(n-1), key i holding i, on each key's owner.
-func writeReformKeys(t *testing.T, f Factory, members []Member, prefix string, n int) {
+func writeReformKeys(t *testing.T, f Factory, members []topology.Member, prefix string, n int) {
 	t.Helper()
 	putKeys(t, f, members, numberedKeys(prefix, n))
 }
 
 // expectReformKeys reads every key writeReformKeys wrote from the node owning its slot now.
-func expectReformKeys(t *testing.T, f Factory, members []Member, prefix string, n int) {
+func expectReformKeys(t *testing.T, f Factory, members []topology.Member, prefix string, n int) {
 	t.Helper()
 	if lost := lostKeys(t, f, members, numberedKeys(prefix, n)); lost > 0 {
 		t.Fatalf("%d of %d keys %s-* lost or wrong", lost, n, prefix)
@@ -35,7 +36,7 @@ func expectReformKeys(t *testing.T, f Factory, members []Member, prefix string, 
 }
 
 // formKept forms six servers (cluster-node-timeout 1 s) and writes reformKeys keys.
-func formKept(t *testing.T) ([]*redistest.Server, []Member, Factory) {
+func formKept(t *testing.T) ([]*redistest.Server, []topology.Member, Factory) {
 	t.Helper()
 	servers := redistest.Start(t, 6, healCfg)
 	members := membersOf(servers)
@@ -62,7 +63,7 @@ func saveAll(t *testing.T, servers []*redistest.Server) {
 }
 
 // restartFrom starts member i again from dir on a new port and points the member at it.
-func restartFrom(t *testing.T, members []Member, i int, dir string) *redistest.Server {
+func restartFrom(t *testing.T, members []topology.Member, i int, dir string) *redistest.Server {
 	t.Helper()
 	s, err := redistest.StartIn(dir, healCfg)
 	if err != nil {
@@ -74,31 +75,31 @@ func restartFrom(t *testing.T, members []Member, i int, dir string) *redistest.S
 }
 
 // bootstrapUntilDone runs Bootstrap as the controller does (a budget per call) until done.
-func bootstrapUntilDone(t *testing.T, f Factory, members []Member) []Action {
+func bootstrapUntilDone(t *testing.T, f Factory, members []topology.Member) []topology.Action {
 	t.Helper()
 	start := time.Now()
-	var all []Action
+	var all []topology.Action
 	for try := 0; try < 4; try++ {
 		p, err := Bootstrap(ctxFor(t, 15*time.Second), f, members, 3, 1)
 		all = append(all, p.Actions...)
 		if err == nil && p.Done {
-			t.Logf("re-formed in %v with %d writes: %s", time.Since(start).Round(time.Millisecond), len(all), kinds(all))
+			t.Logf("re-formed in %v with %d writes: %s", time.Since(start).Round(time.Millisecond), len(all), topology.Messages(all))
 			return all
 		}
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("bootstrap: %v (phase %s)", err, p.Phase)
 		}
 	}
-	t.Fatalf("not re-formed within 60 s; actions: %s", kinds(all))
+	t.Fatalf("not re-formed within 60 s; actions: %s", topology.Messages(all))
 	return nil
 }
 
 // expectNoSlotWrites fails when bootstrap assigned slots or set epochs: a kept cluster's
 // layout is adopted, not made anew.
-func expectNoSlotWrites(t *testing.T, acts []Action) {
+func expectNoSlotWrites(t *testing.T, acts []topology.Action) {
 	t.Helper()
 	for _, a := range acts {
-		if a.Kind == ActionAddSlots || a.Kind == ActionSetConfigEpoch {
+		if a.Kind == topology.ActionAddSlots || a.Kind == topology.ActionSetConfigEpoch {
 			t.Errorf("bootstrap over kept data did %s", a.Message)
 		}
 	}
@@ -120,7 +121,7 @@ func TestBootstrapReformsAClusterFromItsKeptData(t *testing.T) {
 	acts := bootstrapUntilDone(t, f, members)
 	expectNoSlotWrites(t, acts)
 	for _, a := range acts {
-		if a.Kind != ActionMeet {
+		if a.Kind != topology.ActionMeet {
 			t.Errorf("want only MEETs, got %s", a.Message)
 		}
 	}
@@ -153,7 +154,7 @@ func TestBootstrapReformsWithAReplicaBackEmpty(t *testing.T) {
 	}
 	acts := bootstrapUntilDone(t, f, members)
 	expectNoSlotWrites(t, acts)
-	got := kinds(acts)
+	got := topology.Messages(acts)
 	if !strings.Contains(got, "Made demo-4 a replica of") || !strings.Contains(got, "forget lost node") {
 		t.Errorf("actions: %s", got)
 	}
@@ -189,7 +190,7 @@ func TestBootstrapReformsOverAStaleCopy(t *testing.T) {
 	if err := f.For(members[replica].Addr).Failover(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitRole(t, f, members, 0, RoleSlave)
+	waitRole(t, f, members, 0, topology.RoleSlave)
 	writeReformKeys(t, f, members, "after", reformKeys)
 	saveAll(t, servers)
 	redistest.StopAll(servers)
@@ -203,7 +204,7 @@ func TestBootstrapReformsOverAStaleCopy(t *testing.T) {
 	acts := bootstrapUntilDone(t, f, members)
 	expectNoSlotWrites(t, acts)
 	for _, a := range acts {
-		if a.Kind == ActionReplicate && a.Target == 0 {
+		if a.Kind == topology.ActionReplicate && a.Target == 0 {
 			t.Errorf("made a node replicate the stale copy: %s", a.Message)
 		}
 	}
@@ -212,10 +213,10 @@ func TestBootstrapReformsOverAStaleCopy(t *testing.T) {
 	if err != nil || !st.Formed(3, 1) {
 		t.Fatalf("not formed: %v", err)
 	}
-	if self := st.Members[replica].Self(); !self.Master || !self.Slots.Equal(SlotRanges{SplitSlots(3)[0]}) {
+	if self := st.Members[replica].Self(); !self.Master || !self.Slots.Equal(topology.SlotRanges{topology.SplitSlots(3)[0]}) {
 		t.Errorf("%s, which took over from demo-0, is %s with %s; want master of 0-5460", members[replica].Pod, self.Role(), self.Slots)
 	}
-	waitRole(t, f, members, 0, RoleSlave)
+	waitRole(t, f, members, 0, topology.RoleSlave)
 	expectReformKeys(t, f, members, "kept", reformKeys)
 	expectReformKeys(t, f, members, "after", reformKeys)
 }
@@ -239,7 +240,7 @@ func TestBootstrapOverKeptDataRefusesForeignData(t *testing.T) {
 	counter := NewCommandCounter()
 	f := newFactory(t, Options{Hooks: []goredis.Hook{counter}})
 	_, err := Bootstrap(ctxFor(t, 10*time.Second), f, members, 3, 1)
-	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "pod demo-5 knows node") {
+	if !errors.Is(err, topology.ErrRefused) || !strings.Contains(err.Error(), "pod demo-5 knows node") {
 		t.Fatalf("err = %v, want a refusal naming demo-5", err)
 	}
 	if w := counter.Writes(); w != 0 {
@@ -248,7 +249,7 @@ func TestBootstrapOverKeptDataRefusesForeignData(t *testing.T) {
 }
 
 // waitRole waits until member i says it has role.
-func waitRole(t *testing.T, f Factory, members []Member, i int, role string) {
+func waitRole(t *testing.T, f Factory, members []topology.Member, i int, role string) {
 	t.Helper()
 	ctx := ctxFor(t, 20*time.Second)
 	for {

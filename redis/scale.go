@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // ScaleRequest is what a resize asks: members[:Keep] stay (all of them on scale-out),
@@ -19,7 +22,7 @@ type ScaleRequest struct {
 	Pipeline int
 	// Assign is AssignReceive's entries; nil for AutoReceive. NewFrom is the first
 	// ordinal of the pods added by this scale-out: masters from there on are the new ones.
-	Assign  []Assignment
+	Assign  []topology.Assignment
 	NewFrom int
 	// Budget bounds the slots migrated in one step; the next step goes on from Redis' state.
 	Budget time.Duration
@@ -43,7 +46,7 @@ type ScaleProgress struct {
 	Phase string
 	// MovedSlots and MovedKeys count what this step migrated; Remaining is the moves left.
 	MovedSlots, MovedKeys, Remaining int
-	Actions                          []Action
+	Actions                          []topology.Action
 	// Done: slots placed, replicas attached, leaving nodes forgotten and reset; on
 	// scale-in the StatefulSet may shrink now.
 	Done bool
@@ -59,50 +62,50 @@ type ScaleProgress struct {
 // refuses a node holding keys but no slots (*KeysError) and bad AssignReceive entries
 // (*AssignError); before slots move, one the kept masters' maxmemory cannot hold
 // (*CapacityError). A refusal wraps ErrRefused and writes nothing.
-func Scale(ctx context.Context, f Factory, members []Member, req ScaleRequest) (ScaleProgress, error) {
+func Scale(ctx context.Context, f Factory, members []topology.Member, req ScaleRequest) (ScaleProgress, error) {
 	st, err := Observe(ctx, f, members)
 	if err != nil {
-		return ScaleProgress{Phase: PhaseWaitingForPods}, fmt.Errorf("failed to observe cluster: %w", err)
+		return ScaleProgress{Phase: topology.PhaseWaitingForPods}, fmt.Errorf("failed to observe cluster: %w", err)
 	}
 	if !st.AllReachable() {
-		return ScaleProgress{Phase: PhaseWaitingForPods}, nil
+		return ScaleProgress{Phase: topology.PhaseWaitingForPods}, nil
 	}
 	if !st.NoOpenSlots() {
 		p, err := fixOpenSlots(ctx, f, st, req.moveOptions())
 		return p, partialStep(err)
 	}
-	if meets := planReconnect(st); len(meets) > 0 {
-		b := newBootstrapper(f)
-		return ScaleProgress{Phase: PhaseMeeting, Actions: meets}, b.execute(ctx, st, meets)
+	if meets := topology.PlanReconnect(st); len(meets) > 0 {
+		b := newExecutor(f)
+		return ScaleProgress{Phase: topology.PhaseMeeting, Actions: meets}, b.execute(ctx, st, meets)
 	}
 	// MIGRATE needs the target's cluster_state ok (a fresh node reports fail for a moment
 	// after it learns the slots), and SETSLOT NODE needs every node to know the target.
 	if !st.AllMet() || !st.Agreed() || !st.ClusterOK() {
-		return ScaleProgress{Phase: PhaseConverging}, nil
+		return ScaleProgress{Phase: topology.PhaseConverging}, nil
 	}
-	if act, ok := spareReplicaToRelease(st, req); ok {
+	if act, ok := topology.SpareReplicaToRelease(st, req.Shape()); ok {
 		return releaseReplica(ctx, f, st, act)
 	}
-	plan, err := planScale(st, req)
+	plan, err := topology.PlanResize(st, req.Shape())
 	if err != nil {
-		return ScaleProgress{Phase: PhaseRefused}, fmt.Errorf("%w: %w", ErrRefused, err)
+		return ScaleProgress{Phase: topology.PhaseRefused}, fmt.Errorf("%w: %w", topology.ErrRefused, err)
 	}
 	// A node holding keys refuses (wrapping ErrRefused); a DBSIZE that failed is retried.
-	if err := checkNoKeys(ctx, f, st, plan.empty); err != nil {
-		phase := PhaseConverging
-		if errors.Is(err, ErrRefused) {
-			phase = PhaseRefused
+	if err := checkNoKeys(ctx, f, st, plan.Empty); err != nil {
+		phase := topology.PhaseConverging
+		if errors.Is(err, topology.ErrRefused) {
+			phase = topology.PhaseRefused
 		}
 		return ScaleProgress{Phase: phase}, err
 	}
 	if prog, wait, err := attachFresh(ctx, f, st, plan); wait || err != nil {
 		return prog, err
 	}
-	if len(plan.moves) > 0 {
-		if err := checkCapacity(ctx, f, st, plan.moves); err != nil {
-			return ScaleProgress{Phase: PhaseRefused}, err
+	if len(plan.Moves) > 0 {
+		if err := checkCapacity(ctx, f, st, plan.Moves); err != nil {
+			return ScaleProgress{Phase: topology.PhaseRefused}, err
 		}
-		return migrate(ctx, f, st, plan.moves, req)
+		return migrate(ctx, f, st, plan.Moves, req)
 	}
 	kept := members[:req.Keep]
 	p, err := Heal(ctx, f, kept, req.Masters, req.ReplicasPerMaster)
@@ -114,67 +117,16 @@ func Scale(ctx context.Context, f Factory, members []Member, req ScaleRequest) (
 		prog.Done = p.Done
 		return prog, nil
 	}
-	if !p.Done && !keptFormed(st, req) {
+	if !p.Done && !topology.KeptFormed(st, req.Shape()) {
 		return prog, nil
 	}
 	return removeLeaving(ctx, f, st, req)
 }
 
-// ActionReleaseReplica turns a spare replica into an empty master (CLUSTER RESET).
-const ActionReleaseReplica ActionKind = "ReleaseReplica"
-
-// PhaseReleasing: a spare replica is being turned into an empty master.
-const PhaseReleasing = "ReleasingReplica"
-
-// spareReplicaToRelease finds, when the kept members have fewer nodes that are no replica
-// than masters wanted, a replica to turn into an empty master: one whose master holds
-// slots and keeps another replica, so its data stays in two copies. That is the case of a
-// scale-in set back after a leaving master gave away its last slot: Redis made it a
-// replica, and the larger size needs a master again. The replica of the master with the
-// most replicas is taken, the highest member index on a tie. Nothing, when a node is
-// flagged fail or pfail: Scale runs on an agreed, healthy cluster only.
-func spareReplicaToRelease(st *ClusterState, req ScaleRequest) (Action, bool) {
-	if req.Keep > len(st.Members) || !st.NoFailures() {
-		return Action{}, false
-	}
-	kept := st.Members[:req.Keep]
-	candidates := 0
-	replicasOf := map[string][]int{}
-	for i := range kept {
-		self := kept[i].Self()
-		if self == nil {
-			return Action{}, false
-		}
-		if !self.Replica {
-			candidates++
-			continue
-		}
-		replicasOf[self.MasterID] = append(replicasOf[self.MasterID], i)
-	}
-	if candidates >= req.Masters {
-		return Action{}, false
-	}
-	best, bestCount := -1, 1
-	for i := range kept {
-		self := kept[i].Self()
-		reps := replicasOf[self.ID]
-		if self.Replica || len(self.Slots) == 0 || len(reps) <= bestCount {
-			continue
-		}
-		best, bestCount = reps[len(reps)-1], len(reps)
-	}
-	if best < 0 {
-		return Action{}, false
-	}
-	return Action{Kind: ActionReleaseReplica, Member: best,
-		Message: fmt.Sprintf("Made spare replica %s an empty master for the %d masters asked (its master keeps %d other replicas)",
-			kept[best].Pod, req.Masters, bestCount-1)}, true
-}
-
 // releaseReplica resets the replica (soft: same node ID, its copy of the data dropped,
 // every node forgotten); the next step meets it again as an empty master.
-func releaseReplica(ctx context.Context, f Factory, st *ClusterState, act Action) (ScaleProgress, error) {
-	prog := ScaleProgress{Phase: PhaseReleasing, Actions: []Action{act}}
+func releaseReplica(ctx context.Context, f Factory, st *topology.ClusterState, act topology.Action) (ScaleProgress, error) {
+	prog := ScaleProgress{Phase: topology.PhaseReleasing, Actions: []topology.Action{act}}
 	m, err := mover(f.For(st.Members[act.Member].Addr))
 	if err != nil {
 		return prog, err
@@ -200,16 +152,16 @@ func (e *KeysError) Error() string {
 
 // checkNoKeys reads DBSIZE of the kept masters holding no slot, as bootstrap does before
 // claiming a node. The error wraps ErrRefused and names the first one holding keys.
-func checkNoKeys(ctx context.Context, f Factory, st *ClusterState, empty []int) error {
+func checkNoKeys(ctx context.Context, f Factory, st *topology.ClusterState, empty []int) error {
 	if len(empty) == 0 {
 		return nil
 	}
-	if err := newBootstrapper(f).readKeys(ctx, st, empty); err != nil {
+	if err := newExecutor(f).readKeys(ctx, st, empty); err != nil {
 		return fmt.Errorf("failed to count keys of empty masters: %w", err)
 	}
 	for _, i := range empty {
 		if m := &st.Members[i]; m.Keys > 0 {
-			return fmt.Errorf("%w: %w", ErrRefused, &KeysError{Pod: m.Pod, Addr: m.Addr, Keys: m.Keys})
+			return fmt.Errorf("%w: %w", topology.ErrRefused, &KeysError{Pod: m.Pod, Addr: m.Addr, Keys: m.Keys})
 		}
 	}
 	return nil
@@ -220,13 +172,13 @@ func checkNoKeys(ctx context.Context, f Factory, st *ClusterState, empty []int) 
 // while a fresh master's replica is not attached or not yet in sync (master_link_status
 // up, no full sync in progress). A fresh master with no member to spare for it goes on
 // without a replica.
-func attachFresh(ctx context.Context, f Factory, st *ClusterState, plan scalePlan) (ScaleProgress, bool, error) {
-	prog := ScaleProgress{Phase: PhaseReplicating}
-	isFresh, isEmpty := setOf(plan.fresh), setOf(plan.empty)
-	var acts []Action
+func attachFresh(ctx context.Context, f Factory, st *topology.ClusterState, plan topology.ScalePlan) (ScaleProgress, bool, error) {
+	prog := ScaleProgress{Phase: topology.PhaseReplicating}
+	isFresh, isEmpty := setOf(plan.Fresh), setOf(plan.Empty)
+	var acts []topology.Action
 	var linked []int
-	for _, r := range sortedKeys(plan.replicaOf) {
-		m := plan.replicaOf[r]
+	for _, r := range slices.Sorted(maps.Keys(plan.ReplicaOf)) {
+		m := plan.ReplicaOf[r]
 		if !isFresh[m] {
 			continue
 		}
@@ -235,13 +187,13 @@ func attachFresh(ctx context.Context, f Factory, st *ClusterState, plan scalePla
 		case self.Replica && self.MasterID == mid:
 			linked = append(linked, r)
 		case isEmpty[r]:
-			acts = append(acts, Action{Kind: ActionReplicate, Member: r, Target: m, MasterID: mid,
+			acts = append(acts, topology.Action{Kind: topology.ActionReplicate, Member: r, Target: m, MasterID: mid,
 				Message: fmt.Sprintf("Made %s a replica of new master %s before it receives slots", st.Members[r].Pod, st.Members[m].Pod)})
 		}
 	}
 	if len(acts) > 0 {
 		prog.Actions = acts
-		if err := newBootstrapper(f).execute(ctx, st, acts); err != nil {
+		if err := newExecutor(f).execute(ctx, st, acts); err != nil {
 			return prog, true, fmt.Errorf("failed to attach replicas to new masters: %w", err)
 		}
 		return prog, true, nil
@@ -267,29 +219,23 @@ func setOf(idx []int) map[int]bool {
 	return out
 }
 
-// keptFormed reports whether the kept members alone hold every slot with their replicas.
-func keptFormed(st *ClusterState, req ScaleRequest) bool {
-	sub := &ClusterState{Members: st.Members[:req.Keep]}
-	return sub.AllSlotsCovered() && sub.Masters() == req.Masters && sub.MastersHaveReplicas(req.ReplicasPerMaster)
-}
-
 // removeLeaving forgets the leaving nodes on every kept member that knows them, then
 // resets the leaving nodes so they cannot gossip the kept ones back (FORGET bans an ID
 // for only 60 s), as `redis-cli --cluster del-node` does.
-func removeLeaving(ctx context.Context, f Factory, st *ClusterState, req ScaleRequest) (ScaleProgress, error) {
+func removeLeaving(ctx context.Context, f Factory, st *topology.ClusterState, req ScaleRequest) (ScaleProgress, error) {
 	prog := ScaleProgress{Phase: PhaseRemoving}
-	var acts []Action
+	var acts []topology.Action
 	for l := req.Keep; l < len(st.Members); l++ {
 		id := st.Members[l].ID()
 		for i := 0; i < req.Keep; i++ {
-			if st.Members[i].find(id) != nil {
-				acts = append(acts, Action{Kind: ActionForget, Member: i, NodeID: id,
+			if st.Members[i].Find(id) != nil {
+				acts = append(acts, topology.Action{Kind: topology.ActionForget, Member: i, NodeID: id,
 					Message: fmt.Sprintf("Made %s forget leaving node %s (%s)", st.Members[i].Pod, st.Members[l].Pod, id)})
 			}
 		}
 	}
 	prog.Actions = acts
-	if err := newBootstrapper(f).execute(ctx, st, acts); err != nil {
+	if err := newExecutor(f).execute(ctx, st, acts); err != nil {
 		return prog, err
 	}
 	for l := req.Keep; l < len(st.Members); l++ {
@@ -339,6 +285,12 @@ func (req ScaleRequest) groupSize() int {
 	return max(1, min(groupSlots, req.MaxKeysPerSecond/max(1, req.Pipeline)))
 }
 
+// Shape is the part of the request the planners read.
+func (req ScaleRequest) Shape() topology.ScaleShape {
+	return topology.ScaleShape{Masters: req.Masters, ReplicasPerMaster: req.ReplicasPerMaster, Keep: req.Keep,
+		Assign: req.Assign, NewFrom: req.NewFrom}
+}
+
 // stopped reports whether the caller asked the step to end (Stop).
 func (req ScaleRequest) stopped() bool { return req.Stop != nil && req.Stop() }
 
@@ -346,9 +298,9 @@ func (req ScaleRequest) stopped() bool { return req.Stop != nil && req.Stop() }
 // target go in groups (MigrateSlots); groups run at once where disjoint allows: one
 // stream per source, so every source's MIGRATE stays as bounded as alone, and up to
 // streamsPerTarget streams into one target.
-func migrate(ctx context.Context, f Factory, st *ClusterState, moves []SlotMove, req ScaleRequest) (ScaleProgress, error) {
+func migrate(ctx context.Context, f Factory, st *topology.ClusterState, moves []topology.SlotMove, req ScaleRequest) (ScaleProgress, error) {
 	prog := ScaleProgress{Phase: PhaseMigrating, Remaining: len(moves)}
-	addr := addrsByID(st)
+	addr := topology.AddrsByID(st)
 	opts := req.moveOptions()
 	groups := groupMoves(moves, req.groupSize())
 	start := time.Now()
@@ -365,7 +317,7 @@ func migrate(ctx context.Context, f Factory, st *ClusterState, moves []SlotMove,
 			go func() {
 				defer wg.Done()
 				n, err := MigrateSlots(ctx, f, g.slots, MasterAddr{ID: g.from, Addr: addr[g.from]}, MasterAddr{ID: g.to, Addr: addr[g.to]},
-					otherAddrs(st, g.from, g.to), opts)
+					topology.OtherAddrs(st, g.from, g.to), opts)
 				results[i] = groupResult{keys: n, err: err}
 			}()
 		}
@@ -402,7 +354,7 @@ type groupResult struct {
 
 // groupMoves cuts the moves into groups of at most size slots of one source and target,
 // in plan order.
-func groupMoves(moves []SlotMove, size int) []moveGroup {
+func groupMoves(moves []topology.SlotMove, size int) []moveGroup {
 	var out []moveGroup
 	open := map[[2]string]int{} // pair -> index in out of its group being filled
 	for _, mv := range moves {
@@ -441,193 +393,4 @@ func disjoint(groups []moveGroup) (taken, rest []moveGroup) {
 		taken = append(taken, g)
 	}
 	return taken, rest
-}
-
-// PlanScale is the moves left for the request, from one observation: none when the slot
-// distribution matches the plan (the SlotsPlaced guard).
-func PlanScale(st *ClusterState, req ScaleRequest) ([]SlotMove, error) {
-	p, err := planScale(st, req)
-	return p.moves, err
-}
-
-// scalePlan is one observation's plan of a resize.
-type scalePlan struct {
-	moves []SlotMove
-	// fresh are the kept members chosen as masters that hold no slot yet: the new masters
-	// still to be filled. They get their replicas, in sync, before any slot moves to them.
-	fresh []int
-	// replicaOf is replica → master (member indexes) for every kept member that is no
-	// master, as AssignReplicas places them (another Kubernetes node where possible).
-	replicaOf map[int]int
-	// empty are the kept masters holding no slot: the fresh ones and the ones to become
-	// replicas. Each must hold no key before it is given slots or a master.
-	empty []int
-}
-
-// planScale chooses the masters after the resize (members holding slots stay masters;
-// the others are picked by ChooseMasters, so every step picks the same ones), places the
-// replicas, and plans the moves: PlanRebalance, or PlanAssign for AssignReceive.
-func planScale(st *ClusterState, req ScaleRequest) (scalePlan, error) {
-	var p scalePlan
-	if req.Keep > len(st.Members) || req.Keep < 0 {
-		return p, fmt.Errorf("keep %d of %d members", req.Keep, len(st.Members))
-	}
-	var fixed []int
-	var leaving []MasterSlots
-	replicas := map[int]int{}
-	index := map[string]int{}
-	for i := range st.Members {
-		self := st.Members[i].Self()
-		if self == nil {
-			return p, fmt.Errorf("member %s did not answer", st.Members[i].Pod)
-		}
-		index[self.ID] = i
-	}
-	for i := range st.Members {
-		self := st.Members[i].Self()
-		switch {
-		case i >= req.Keep:
-			if len(self.Slots) > 0 {
-				leaving = append(leaving, masterSlots(st, i))
-			}
-		case self.Replica:
-			m, ok := index[self.MasterID]
-			if !ok || m >= req.Keep {
-				m = -1 // a replica of no kept member: not a candidate master either
-			}
-			replicas[i] = m
-		case len(self.Slots) > 0:
-			fixed = append(fixed, i)
-		default:
-			p.empty = append(p.empty, i)
-		}
-	}
-	if len(fixed) > req.Masters {
-		return p, fmt.Errorf("%d kept members hold slots but %d masters are wanted", len(fixed), req.Masters)
-	}
-	kept := memberList(&ClusterState{Members: st.Members[:req.Keep]})
-	chosen := ChooseMasters(kept, fixed, replicas, req.Masters)
-	if chosen == nil {
-		return p, fmt.Errorf("%d kept members cannot make %d masters", req.Keep, req.Masters)
-	}
-	var keep []MasterSlots
-	for _, i := range chosen {
-		keep = append(keep, masterSlots(st, i))
-		if len(st.Members[i].Self().Slots) == 0 {
-			p.fresh = append(p.fresh, i)
-		}
-	}
-	existing := map[int]int{}
-	for r, m := range replicas {
-		if m >= 0 {
-			existing[r] = m
-		}
-	}
-	p.replicaOf = AssignReplicas(kept, chosen, existing, req.ReplicasPerMaster)
-	if req.Assign == nil || req.Keep < len(st.Members) {
-		p.moves = PlanRebalance(keep, leaving)
-		return p, nil
-	}
-	newMasters, err := assignedMasters(st, req, fixed, p.fresh)
-	if err != nil {
-		return p, err
-	}
-	p.moves, err = PlanAssign(keep, newMasters, req.Assign)
-	return p, err
-}
-
-// assignedMasters lists the node IDs of the masters AssignReceive's entries are for, in
-// order. Before the first slot moves, the fresh masters are exactly the added ones, and
-// the entries must match them one to one. Once slots moved, a new master holds slots like
-// an old one, and the new ones are the masters from ordinal NewFrom on.
-func assignedMasters(st *ClusterState, req ScaleRequest, fixed, fresh []int) ([]string, error) {
-	if len(req.Assign) == 0 {
-		return nil, checkAssignCount(0, nil)
-	}
-	var ids []string
-	if len(fresh) > 0 && (len(fixed) == 0 || fixed[len(fixed)-1] < fresh[0]) {
-		if len(req.Assign) != len(fresh) {
-			return nil, assignErr(-1, "", "%d entries, but this scale-out adds %d masters (%s): give exactly one entry per master added",
-				len(req.Assign), len(fresh), podList(st, fresh))
-		}
-		for _, i := range fresh {
-			ids = append(ids, st.Members[i].ID())
-		}
-		return ids, nil
-	}
-	if req.NewFrom < 0 || req.NewFrom >= len(st.Members) {
-		return nil, assignErr(-1, "", "%d entries do not fit a cluster of %d masters: give exactly one entry per master added",
-			len(req.Assign), req.Masters)
-	}
-	all := append(append([]int{}, fixed...), fresh...)
-	sort.Ints(all) // entry i is for the i-th master added, in ordinal order
-	for _, i := range all {
-		if i >= req.NewFrom {
-			ids = append(ids, st.Members[i].ID())
-		}
-	}
-	return ids, nil
-}
-
-func masterSlots(st *ClusterState, i int) MasterSlots {
-	self := st.Members[i].Self()
-	return MasterSlots{ID: self.ID, Name: st.Members[i].Pod, Slots: self.Slots}
-}
-
-func hasID(ids []string, id string) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
-}
-
-func addrsByID(st *ClusterState) map[string]string {
-	out := map[string]string{}
-	for i := range st.Members {
-		out[st.Members[i].ID()] = st.Members[i].Addr
-	}
-	return out
-}
-
-// otherAddrs are the masters holding slots but the named ones: told the new owner at once.
-func otherAddrs(st *ClusterState, except ...string) []string {
-	var out []string
-	for i := range st.Members {
-		self := st.Members[i].Self()
-		if self.Master && len(self.Slots) > 0 && !hasID(except, self.ID) {
-			out = append(out, st.Members[i].Addr)
-		}
-	}
-	return out
-}
-
-func ownerOf(st *ClusterState, slot int) string {
-	for i := range st.Members {
-		if self := st.Members[i].Self(); self.Slots.Contains(slot) {
-			return self.ID
-		}
-	}
-	return ""
-}
-
-// KnowsOnly reports whether no member knows a node that is not one of the members: the
-// RemovedNodesForgotten guard.
-func (s *ClusterState) KnowsOnly() bool {
-	if !s.AllReachable() {
-		return false
-	}
-	ids := map[string]bool{}
-	for _, id := range s.IDs() {
-		ids[id] = true
-	}
-	for i := range s.Members {
-		for _, n := range s.Members[i].Nodes {
-			if !ids[n.ID] {
-				return false
-			}
-		}
-	}
-	return true
 }

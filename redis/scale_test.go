@@ -9,10 +9,11 @@ import (
 	goredis "github.com/go-redis/redis/v8"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // scaleUntilDone calls Scale as the controller would until Done and returns the keys moved.
-func scaleUntilDone(t *testing.T, f Factory, members []Member, req ScaleRequest) int {
+func scaleUntilDone(t *testing.T, f Factory, members []topology.Member, req ScaleRequest) int {
 	t.Helper()
 	ctx := ctxFor(t, 60*time.Second)
 	keys := 0
@@ -33,13 +34,13 @@ func scaleUntilDone(t *testing.T, f Factory, members []Member, req ScaleRequest)
 }
 
 // writeKeys writes heal-0 … heal-(n-1) on their owners (key i holds i).
-func writeKeys(t *testing.T, f Factory, members []Member, n int) {
+func writeKeys(t *testing.T, f Factory, members []topology.Member, n int) {
 	t.Helper()
 	putKeys(t, f, members, healNames(n))
 }
 
 // readKeys checks every key written by writeKeys on its current owner.
-func readKeys(t *testing.T, f Factory, members []Member, n int) {
+func readKeys(t *testing.T, f Factory, members []topology.Member, n int) {
 	t.Helper()
 	if lost := lostKeys(t, f, members, healNames(n)); lost > 0 {
 		t.Fatalf("%d of %d keys lost", lost, n)
@@ -148,8 +149,8 @@ func TestScaleResumesOpenSlot(t *testing.T) {
 	}
 	scaleUntilDone(t, f, members, ScaleRequest{Masters: 4, Keep: 4, Pipeline: 10, Budget: time.Second})
 	st, _ = Observe(ctx, f, members)
-	if !st.NoOpenSlots() || ownerOf(st, slot) != dst.ID {
-		t.Fatalf("slot %d owned by %s, open %v", slot, ownerOf(st, slot), !st.NoOpenSlots())
+	if !st.NoOpenSlots() || redistest.SlotOwner(st, slot) != dst.ID {
+		t.Fatalf("slot %d owned by %s, open %v", slot, redistest.SlotOwner(st, slot), !st.NoOpenSlots())
 	}
 	withCluster(t, f, members, func(ctx context.Context, cc *goredis.ClusterClient) {
 		for i := 0; i < 40; i++ {
@@ -170,4 +171,4 @@ func tagFor(slot int) string {
 	}
 }
 
-func keySlot(key string) int { return KeySlot(key) }
+func keySlot(key string) int { return topology.KeySlot(key) }

@@ -11,6 +11,7 @@ import (
 	goredis "github.com/go-redis/redis/v8"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // safeKeys is how many keys the scale-safety tests load: enough that every slot that
@@ -20,7 +21,7 @@ const safeKeys = 10000
 // loadKeys writes n keys of valueSize bytes on their slots' owners, in pipelines, with
 // plain clients: go-redis' cluster client races with itself under -race (its COMMAND
 // lookup against its node GC), which failed these tests for no fault of the code tested.
-func loadKeys(t *testing.T, f Factory, members []Member, n, valueSize int) {
+func loadKeys(t *testing.T, f Factory, members []topology.Member, n, valueSize int) {
 	t.Helper()
 	value := strings.Repeat("v", valueSize)
 	keys := numberedKeys("safe", n)
@@ -44,7 +45,7 @@ func loadKeys(t *testing.T, f Factory, members []Member, n, valueSize int) {
 
 // checkKeys reads back every key loadKeys wrote from its slot's owner and fails on any
 // missing, wrong or redirected one.
-func checkKeys(t *testing.T, f Factory, members []Member, n, valueSize int) {
+func checkKeys(t *testing.T, f Factory, members []topology.Member, n, valueSize int) {
 	t.Helper()
 	value := strings.Repeat("v", valueSize)
 	keys := numberedKeys("safe", n)
@@ -75,7 +76,7 @@ func checkKeys(t *testing.T, f Factory, members []Member, n, valueSize int) {
 }
 
 // formSix starts eight servers and forms the first six as 3 masters with a replica each.
-func formSix(t *testing.T) ([]Member, Factory) {
+func formSix(t *testing.T) ([]topology.Member, Factory) {
 	t.Helper()
 	servers := redistest.Start(t, 8, healCfg)
 	members := membersOf(servers)
@@ -90,7 +91,7 @@ func formSix(t *testing.T) ([]Member, Factory) {
 type step struct {
 	phase      string
 	movedSlots int
-	actions    []Action
+	actions    []topology.Action
 }
 
 // Scale-out 3 -> 4 masters: the new master gets its replica, in sync, before the first
@@ -129,7 +130,7 @@ func TestScaleOutGivesNewMasterItsReplicaFirst(t *testing.T) {
 	attachedAt, firstMove := -1, -1
 	for i, s := range steps {
 		for _, a := range s.actions {
-			if a.Kind == ActionReplicate && strings.Contains(a.Message, "new master") && attachedAt < 0 {
+			if a.Kind == topology.ActionReplicate && strings.Contains(a.Message, "new master") && attachedAt < 0 {
 				attachedAt = i
 			}
 		}
@@ -152,7 +153,7 @@ func TestScaleOutGivesNewMasterItsReplicaFirst(t *testing.T) {
 
 // newMasterReplicaInSync reports whether demo-6 or demo-7, whichever holds slots, has a
 // replica whose INFO replication says link up and no sync in progress.
-func newMasterReplicaInSync(ctx context.Context, t *testing.T, f Factory, st *ClusterState) bool {
+func newMasterReplicaInSync(ctx context.Context, t *testing.T, f Factory, st *topology.ClusterState) bool {
 	t.Helper()
 	for _, m := range []int{6, 7} {
 		if len(st.Members[m].Self().Slots) == 0 {
@@ -187,7 +188,7 @@ func TestScaleOutRefusesNewNodeHoldingKeys(t *testing.T) {
 	c := goredis.NewClient(&goredis.Options{Addr: members[6].Addr})
 	defer c.Close()
 	ctx := ctxFor(t, 120*time.Second)
-	if err := c.Do(ctx, "cluster", "addslotsrange", 0, SlotCount-1).Err(); err != nil {
+	if err := c.Do(ctx, "cluster", "addslotsrange", 0, topology.SlotCount-1).Err(); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool { s, _ := c.ClusterInfo(ctx).Result(); return strings.Contains(s, "cluster_state:ok") })
@@ -196,7 +197,7 @@ func TestScaleOutRefusesNewNodeHoldingKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := c.Do(ctx, "cluster", "delslotsrange", 0, SlotCount-1).Err(); err != nil {
+	if err := c.Do(ctx, "cluster", "delslotsrange", 0, topology.SlotCount-1).Err(); err != nil {
 		t.Fatal(err)
 	}
 	req := ScaleRequest{Masters: 4, ReplicasPerMaster: 1, Keep: 8, Pipeline: 100, Budget: time.Second}
@@ -213,7 +214,7 @@ func TestScaleOutRefusesNewNodeHoldingKeys(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	var ke *KeysError
-	if !errors.Is(err, ErrRefused) || !errors.As(err, &ke) || ke.Pod != "demo-6" || ke.Keys != 500 {
+	if !errors.Is(err, topology.ErrRefused) || !errors.As(err, &ke) || ke.Pod != "demo-6" || ke.Keys != 500 {
 		t.Fatalf("got %v, want a refusal naming demo-6 and its 500 keys", err)
 	}
 	t.Log(err)
@@ -270,7 +271,7 @@ func TestScaleInChecksCapacityFirst(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			max := int64((float64(m.Used) + share*float64(m.Dataset)) / (1 - CapacityHeadroom))
+			max := int64((float64(m.Used) + share*float64(m.Dataset)) / (1 - topology.CapacityHeadroom))
 			c := goredis.NewClient(&goredis.Options{Addr: st.Members[i].Addr})
 			err = c.ConfigSet(ctx, "maxmemory", fmt.Sprint(max)).Err()
 			c.Close()
@@ -294,8 +295,8 @@ func TestScaleInChecksCapacityFirst(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	var ce *CapacityError
-	if !errors.Is(err, ErrRefused) || !errors.As(err, &ce) || ce.Masters != 3 || ce.Projected <= ce.Limit || ce.KeptMaxMemory == 0 {
+	var ce *topology.CapacityError
+	if !errors.Is(err, topology.ErrRefused) || !errors.As(err, &ce) || ce.Masters != 3 || ce.Projected <= ce.Limit || ce.KeptMaxMemory == 0 {
 		t.Fatalf("got %v, want a capacity refusal", err)
 	}
 	t.Log(err)
@@ -323,7 +324,7 @@ func TestScaleInChecksCapacityFirst(t *testing.T) {
 }
 
 // scaleLoop calls Scale as the controller would until Done and returns the keys moved.
-func scaleLoop(t *testing.T, ctx context.Context, f Factory, members []Member, req ScaleRequest) int {
+func scaleLoop(t *testing.T, ctx context.Context, f Factory, members []topology.Member, req ScaleRequest) int {
 	t.Helper()
 	keys := 0
 	for {
@@ -341,7 +342,7 @@ func scaleLoop(t *testing.T, ctx context.Context, f Factory, members []Member, r
 
 // leavingLast reorders the members so the last two are a master and its replica: the
 // ones a scale-in to six members removes.
-func leavingLast(t *testing.T, ctx context.Context, f Factory, members []Member) []Member {
+func leavingLast(t *testing.T, ctx context.Context, f Factory, members []topology.Member) []topology.Member {
 	t.Helper()
 	st, err := Observe(ctx, f, members)
 	if err != nil {
@@ -358,7 +359,7 @@ func leavingLast(t *testing.T, ctx context.Context, f Factory, members []Member)
 			r = i
 		}
 	}
-	var out []Member
+	var out []topology.Member
 	for i := range members {
 		if i != m && i != r {
 			out = append(out, members[i])

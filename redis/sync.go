@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // syncPoll is how often CheckSync reads the replica again while it streams.
@@ -14,8 +16,8 @@ const syncPoll = 20 * time.Millisecond
 type SyncCheck struct {
 	// MasterAddr is the address the master was read at.
 	MasterAddr string
-	Master     Replication
-	Replica    Replication
+	Master     topology.Replication
+	Replica    topology.Replication
 }
 
 // CaughtUp reports whether the replica holds everything its master had written when the
@@ -31,7 +33,7 @@ type SyncCheck struct {
 // (the writes made while the RDB was built and loaded), which is what this check is for.
 // Heartbeat PINGs count in both offsets, so an idle master does not hold a replica back.
 func (c SyncCheck) CaughtUp() bool {
-	return c.Master.Role == RoleMaster && c.Replica.InSync() && c.replicatesFromMaster() &&
+	return c.Master.Role == topology.RoleMaster && c.Replica.InSync() && c.replicatesFromMaster() &&
 		c.Replica.Offset >= c.Master.Offset
 }
 
@@ -46,9 +48,9 @@ func (c SyncCheck) Lag() int64 {
 // Why says in words why the replica is not caught up; "" when it is.
 func (c SyncCheck) Why() string {
 	switch {
-	case c.Master.Role != RoleMaster:
+	case c.Master.Role != topology.RoleMaster:
 		return fmt.Sprintf("%s is not a master (role %s)", c.MasterAddr, c.Master.Role)
-	case c.Replica.Role != RoleSlave:
+	case c.Replica.Role != topology.RoleSlave:
 		return fmt.Sprintf("it is not a replica (role %s)", c.Replica.Role)
 	case !c.replicatesFromMaster():
 		return fmt.Sprintf("it replicates from %s, not from %s", c.Replica.MasterAddr, c.MasterAddr)

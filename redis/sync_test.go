@@ -10,6 +10,7 @@ import (
 	goredis "github.com/go-redis/redis/v8"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // pairKeys is how many keys the master holds when its replica first syncs; with
@@ -28,7 +29,7 @@ func startPair(t *testing.T) (master, replica *redistest.Server, mc, rc *goredis
 	ctx := ctxFor(t, 30*time.Second)
 	host, port, _ := strings.Cut(master.Addr, ":")
 	must(t, rc.ClusterMeet(ctx, host, port).Err())
-	must(t, mc.ClusterAddSlotsRange(ctx, 0, SlotCount-1).Err())
+	must(t, mc.ClusterAddSlotsRange(ctx, 0, topology.SlotCount-1).Err())
 	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(mc.ClusterInfo(ctx).Val(), "cluster_state:ok"); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the master's cluster_state is not ok 10 s after it got every slot")
@@ -179,8 +180,8 @@ func TestCheckSyncSeesALaggingReplica(t *testing.T) {
 
 func TestSyncCheckNamesTheWrongMaster(t *testing.T) {
 	c := SyncCheck{MasterAddr: "10.0.0.1:6379",
-		Master:  Replication{Role: RoleMaster, Offset: 100},
-		Replica: Replication{Role: RoleSlave, LinkUp: true, Offset: 100, MasterAddr: "10.0.0.2:6379"}}
+		Master:  topology.Replication{Role: topology.RoleMaster, Offset: 100},
+		Replica: topology.Replication{Role: topology.RoleSlave, LinkUp: true, Offset: 100, MasterAddr: "10.0.0.2:6379"}}
 	if c.CaughtUp() || !strings.Contains(c.Why(), "replicates from 10.0.0.2:6379") {
 		t.Fatalf("a replica of another master reads as %q", c.Why())
 	}

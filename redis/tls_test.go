@@ -12,6 +12,7 @@ import (
 	goredis "github.com/go-redis/redis/v8"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // A cluster of TLS-only servers (port 0, tls-cluster, tls-replication; the pods of
@@ -114,7 +115,7 @@ func material(data map[string][]byte) TLSMaterial {
 	return TLSMaterial{Cert: data["tls.crt"], Key: data["tls.key"], CA: data["ca.crt"]}
 }
 
-func servedSerials(t *testing.T, cfg *tls.Config, members []Member) []string {
+func servedSerials(t *testing.T, cfg *tls.Config, members []topology.Member) []string {
 	t.Helper()
 	out := make([]string, len(members))
 	for i, m := range members {
@@ -129,7 +130,7 @@ func servedSerials(t *testing.T, cfg *tls.Config, members []Member) []string {
 
 // assertReplicasLinked checks every replica's link to its master is up: replication
 // goes over TLS, as the servers have no plain port.
-func assertReplicasLinked(t *testing.T, f Factory, members []Member) {
+func assertReplicasLinked(t *testing.T, f Factory, members []topology.Member) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for _, m := range members {
@@ -150,7 +151,7 @@ func assertReplicasLinked(t *testing.T, f Factory, members []Member) {
 }
 
 // putKeysTLS writes each key (value: its index) on its owner over TLS, pipelined.
-func putKeysTLS(t *testing.T, f Factory, members []Member, keys []string, cfg *tls.Config) {
+func putKeysTLS(t *testing.T, f Factory, members []topology.Member, keys []string, cfg *tls.Config) {
 	t.Helper()
 	ctx := ctxFor(t, 5*time.Minute)
 	for addr, idx := range byOwner(t, f, members, keys) {
@@ -171,7 +172,7 @@ func putKeysTLS(t *testing.T, f Factory, members []Member, keys []string, cfg *t
 }
 
 // lostKeysTLS counts the keys (value: the key's name) their owner cannot give back.
-func lostKeysTLS(t *testing.T, f Factory, members []Member, keys []string, cfg *tls.Config) int {
+func lostKeysTLS(t *testing.T, f Factory, members []topology.Member, keys []string, cfg *tls.Config) int {
 	t.Helper()
 	ctx := ctxFor(t, 5*time.Minute)
 	lost := 0
@@ -208,7 +209,7 @@ type tlsWriter struct {
 	gap     time.Duration
 }
 
-func startTLSWriter(t *testing.T, members []Member, cfg *tls.Config) *tlsWriter {
+func startTLSWriter(t *testing.T, members []topology.Member, cfg *tls.Config) *tlsWriter {
 	addrs := addrsOf(members)
 	f := NewFactory(Options{TLS: cfg})
 	cc := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, TLSConfig: cfg, MaxRedirects: 16,

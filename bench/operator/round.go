@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/hc-middleware/redis-cluster-operator/bench/internal/formbench"
-	"github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 	"github.com/hc-middleware/redis-cluster-operator/test/e2e/framework"
 )
 
@@ -118,7 +118,7 @@ func measureOperator(ctx context.Context, s *framework.Stack, obj, ns string, po
 			if tUp.IsZero() && len(seen) == pods && upCount(seen) == pods {
 				tUp = time.Now()
 				// Poll Redis from TUp on, beside the watches, by pod IP.
-				go func(members []redis.Member) {
+				go func(members []topology.Member) {
 					ok, agreed, err := formbench.Poll(ctx, members, poll)
 					redisDone <- polled{ok, agreed, err}
 				}(members(seen))
@@ -198,10 +198,10 @@ func upCount(seen map[string]*corev1.Pod) int {
 }
 
 // members are the pods by name, reached by pod IP (the devcluster has no Service routing).
-func members(seen map[string]*corev1.Pod) []redis.Member {
-	var out []redis.Member
+func members(seen map[string]*corev1.Pod) []topology.Member {
+	var out []topology.Member
 	for _, p := range seen {
-		out = append(out, redis.Member{Pod: p.Name, Addr: net.JoinHostPort(p.Status.PodIP, "6379")})
+		out = append(out, topology.Member{Pod: p.Name, Addr: net.JoinHostPort(p.Status.PodIP, "6379")})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Pod < out[j].Pod })
 	return out

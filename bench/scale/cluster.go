@@ -13,12 +13,13 @@ import (
 
 	"github.com/hc-middleware/redis-cluster-operator/redis"
 	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // cluster is one round's servers: members[:3] the masters formed, members[3] the one added.
 type cluster struct {
 	servers []*redistest.Server
-	members []redis.Member
+	members []topology.Member
 	f       redis.Factory
 	dir     string
 }
@@ -37,7 +38,7 @@ func newCluster(ctx context.Context, nodeTimeout time.Duration) (*cluster, error
 	}
 	c := &cluster{servers: servers, dir: dir, f: redis.NewFactory(redis.Options{ReadTimeout: 10 * time.Second})}
 	for i, s := range servers {
-		c.members = append(c.members, redis.Member{Pod: fmt.Sprintf("bench-%d", i), Addr: s.Addr})
+		c.members = append(c.members, topology.Member{Pod: fmt.Sprintf("bench-%d", i), Addr: s.Addr})
 	}
 	if _, err := redis.Bootstrap(ctx, c.f, c.members[:3], 3, 0); err != nil {
 		c.close()
@@ -77,7 +78,7 @@ func (c *cluster) settle(ctx context.Context) error {
 }
 
 // inCluster is the members the first member knows.
-func (c *cluster) inCluster(ctx context.Context) []redis.Member {
+func (c *cluster) inCluster(ctx context.Context) []topology.Member {
 	nodes, err := c.f.For(c.members[0].Addr).ClusterNodes(ctx)
 	if err != nil {
 		return c.members
@@ -86,7 +87,7 @@ func (c *cluster) inCluster(ctx context.Context) []redis.Member {
 	for _, n := range nodes {
 		known[n.Addr()] = true
 	}
-	var out []redis.Member
+	var out []topology.Member
 	for _, m := range c.members {
 		if known[m.Addr] {
 			out = append(out, m)
@@ -96,8 +97,8 @@ func (c *cluster) inCluster(ctx context.Context) []redis.Member {
 }
 
 // owners maps every slot to the address of the master that claims it.
-func (c *cluster) owners(ctx context.Context) ([redis.SlotCount]string, error) {
-	var out [redis.SlotCount]string
+func (c *cluster) owners(ctx context.Context) ([topology.SlotCount]string, error) {
+	var out [topology.SlotCount]string
 	st, err := redis.Observe(ctx, c.f, c.members)
 	if err != nil {
 		return out, err
@@ -178,10 +179,10 @@ func value(i, size int) string {
 }
 
 // byOwner groups key indexes by the address owning their slot.
-func byOwner(owners *[redis.SlotCount]string, names func(int) string, idx []int) map[string][]int {
+func byOwner(owners *[topology.SlotCount]string, names func(int) string, idx []int) map[string][]int {
 	out := map[string][]int{}
 	for _, i := range idx {
-		a := owners[redis.KeySlot(names(i))]
+		a := owners[topology.KeySlot(names(i))]
 		out[a] = append(out[a], i)
 	}
 	return out

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 var verbose bool
@@ -124,9 +125,9 @@ func (r result) print() {
 
 // keysPerSlot counts the loaded keys of each slot.
 func keysPerSlot(n int) []int {
-	out := make([]int, redis.SlotCount)
+	out := make([]int, topology.SlotCount)
 	for i := 0; i < n; i++ {
-		out[redis.KeySlot(keyName(i))]++
+		out[topology.KeySlot(keyName(i))]++
 	}
 	return out
 }

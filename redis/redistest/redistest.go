@@ -17,6 +17,8 @@ import (
 	"time"
 
 	goredis "github.com/go-redis/redis/v8"
+
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // RedisServer is the binary used; tests assume Redis 7 at /usr/bin.
@@ -277,4 +279,14 @@ func ZAddBig(ctx context.Context, t testing.TB, addr, password, key string, n in
 			t.Fatalf("loading %s on %s: %v", key, addr, err)
 		}
 	}
+}
+
+// SlotOwner is the node ID of the member that claims slot in its own view, "" when none.
+func SlotOwner(st *topology.ClusterState, slot int) string {
+	for i := range st.Members {
+		if self := st.Members[i].Self(); self != nil && self.Slots.Contains(slot) {
+			return self.ID
+		}
+	}
+	return ""
 }

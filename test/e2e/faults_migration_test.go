@@ -13,6 +13,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // Faults around slot migration, with the fault suite's writer and 100,000 keys.
@@ -26,9 +27,9 @@ func openForeignSlot(ctx context.Context, t *testing.T, ns string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var members []redis.Member
+	var members []topology.Member
 	for _, p := range pods {
-		members = append(members, redis.Member{Pod: p.Name, Addr: net.JoinHostPort(p.Status.PodIP, "6379")})
+		members = append(members, topology.Member{Pod: p.Name, Addr: net.JoinHostPort(p.Status.PodIP, "6379")})
 	}
 	f := redis.NewFactory(redis.Options{})
 	defer f.Close()
@@ -36,7 +37,7 @@ func openForeignSlot(ctx context.Context, t *testing.T, ns string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var src, dst *redis.Node
+	var src, dst *topology.Node
 	var srcAddr, dstAddr string
 	for i := range st.Members {
 		if self := st.Members[i].Self(); self.Master && len(self.Slots) > 0 {
@@ -148,9 +149,9 @@ func waitForMigration(ctx context.Context, t *testing.T, ns string) {
 }
 
 // nodesOf reads CLUSTER NODES of every pod: pod name -> its own line, and pod -> address.
-func nodesOf(ctx context.Context, t *testing.T, ns string) (map[string]redis.Node, map[string]string) {
+func nodesOf(ctx context.Context, t *testing.T, ns string) (map[string]topology.Node, map[string]string) {
 	t.Helper()
-	self, addrs := map[string]redis.Node{}, map[string]string{}
+	self, addrs := map[string]topology.Node{}, map[string]string{}
 	for pod, ip := range podIPs(ctx, t, ns, "demo") {
 		c := goredis.NewClient(&goredis.Options{Addr: net.JoinHostPort(ip, "6379")})
 		text, err := c.ClusterNodes(ctx).Result()
@@ -158,7 +159,7 @@ func nodesOf(ctx context.Context, t *testing.T, ns string) (map[string]redis.Nod
 		if err != nil {
 			continue // restarting
 		}
-		nodes, err := redis.ParseClusterNodes(text)
+		nodes, err := topology.ParseClusterNodes(text)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -214,7 +215,7 @@ func TestFaultSourceFailoverWhileSlotOpen(t *testing.T) {
 	if out, err := stack.Kubectl("-n", f.ns, "scale", "rec/demo", "--replicas=8"); err != nil {
 		t.Fatalf("kubectl scale: %v: %s", err, out)
 	}
-	var source redis.Node
+	var source topology.Node
 	NewWithT(t).Eventually(func() bool {
 		self, _ := nodesOf(ctx, t, f.ns)
 		for _, n := range self {
@@ -262,7 +263,7 @@ func TestFaultTargetFailoverWhileSlotOpen(t *testing.T) {
 	if out, err := stack.Kubectl("-n", f.ns, "scale", "rec/demo", "--replicas=8"); err != nil {
 		t.Fatalf("kubectl scale: %v: %s", err, out)
 	}
-	var target redis.Node
+	var target topology.Node
 	NewWithT(t).Eventually(func() bool {
 		self, _ := nodesOf(ctx, t, f.ns)
 		for _, n := range self {

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
-	"github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 	"github.com/hc-middleware/redis-cluster-operator/test/e2e/framework"
 )
 
@@ -169,7 +169,7 @@ func TestFaultMasterPodDeleted(t *testing.T) {
 			f := startFault(ctx, t, "fault-master-"+strings.ToLower(v.name), withVolumes(v.vol))
 			var worst time.Duration
 			for round := 1; round <= 3; round++ {
-				pod := pickPod(ctx, t, f.ns, "demo", redis.RoleMaster)
+				pod := pickPod(ctx, t, f.ns, "demo", topology.RoleMaster)
 				old := map[string]string{pod: podIPs(ctx, t, f.ns, "demo")[pod]}
 				start := time.Now()
 				if err := stack.DeletePod(ctx, f.ns, pod); err != nil {
@@ -215,7 +215,7 @@ func TestFaultMasterProcessKilled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	f := startFault(ctx, t, "fault-kill", nil)
-	pod := pickPod(ctx, t, f.ns, "demo", redis.RoleMaster)
+	pod := pickPod(ctx, t, f.ns, "demo", topology.RoleMaster)
 	start := time.Now()
 	if err := stack.KillPodProcess(f.ns, pod); err != nil {
 		t.Fatal(err)

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
-	"github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 	"github.com/hc-middleware/redis-cluster-operator/test/e2e/framework"
 )
 
@@ -159,7 +159,7 @@ func TestHealingPodsBackAtNewAddresses(t *testing.T) {
 	formHealCluster(ctx, t, ns, name, volumeType("volumeClaimTemplate"))
 
 	t.Run("a master pod back at a new address", func(t *testing.T) {
-		pod := pickPod(ctx, t, ns, name, redis.RoleMaster)
+		pod := pickPod(ctx, t, ns, name, topology.RoleMaster)
 		old := map[string]string{pod: podIPs(ctx, t, ns, name)[pod]}
 		phases := phaseChanges(ctx, t, ns, name)
 		start := time.Now()
@@ -207,7 +207,7 @@ func TestHealingEmptyReplicaPod(t *testing.T) {
 		}
 	})
 
-	pod := pickPod(ctx, t, ns, name, redis.RoleSlave)
+	pod := pickPod(ctx, t, ns, name, topology.RoleSlave)
 	var oldID string
 	for _, c := range getCluster(ctx, t, ns, name).Status.Conditions {
 		if c.Name == pod {
@@ -224,7 +224,7 @@ func TestHealingEmptyReplicaPod(t *testing.T) {
 	t.Logf("replica %s deleted (emptyDir): joined again as a new node %.1fs later", pod, took.Seconds())
 	expectStayedRunning(ctx, t, ns, name, phases)
 	for _, c := range getCluster(ctx, t, ns, name).Status.Conditions {
-		if c.Name == pod && (c.NodeID == oldID || c.Type != redis.RoleSlave) {
+		if c.Name == pod && (c.NodeID == oldID || c.Type != topology.RoleSlave) {
 			t.Errorf("%s is node %s (%s), want a new replica (old ID %s)", pod, c.NodeID, c.Type, oldID)
 		}
 	}

@@ -14,7 +14,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	"github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 	"github.com/hc-middleware/redis-cluster-operator/test/e2e/framework"
 )
 
@@ -38,7 +38,7 @@ func TestOperatorMetrics(t *testing.T) {
 	g.Expect(clusterMetric(t, "redis_operator_cluster_phase", ns, `phase="Running"`)).To(Equal(1.0))
 	g.Expect(clusterMetric(t, "redis_operator_cluster_phase", ns, `phase="Creating"`)).To(Equal(0.0))
 
-	pod := pickPod(ctx, t, ns, "demo", redis.RoleMaster)
+	pod := pickPod(ctx, t, ns, "demo", topology.RoleMaster)
 	old := map[string]string{pod: podIPs(ctx, t, ns, "demo")[pod]}
 	start := time.Now()
 	if err := stack.DeletePod(ctx, ns, pod); err != nil {
@@ -84,7 +84,7 @@ func expectMetricsMatchRedis(ctx context.Context, t *testing.T, ns string, maste
 		} {
 			g.Expect(clusterMetric(t, name, ns, "")).To(BeEquivalentTo(want), name)
 		}
-		g.Expect(c.slots).To(Equal(redis.SlotCount))
+		g.Expect(c.slots).To(Equal(topology.SlotCount))
 		g.Expect(c.bare).To(Equal(0))
 		t.Logf("metrics agree with Redis: %d masters, %d replicas, %d slots, %d open", c.masters, c.replicas, c.slots, c.open)
 	}, time.Minute, time.Second).Should(Succeed())
@@ -100,7 +100,7 @@ func countsFromRedis(ctx context.Context, g Gomega, ns string) redisCounts {
 		text, err := cl.ClusterNodes(ctx).Result()
 		cl.Close()
 		g.Expect(err).NotTo(HaveOccurred())
-		nodes, err := redis.ParseClusterNodes(text)
+		nodes, err := topology.ParseClusterNodes(text)
 		g.Expect(err).NotTo(HaveOccurred())
 		var c redisCounts
 		followers := map[string]int{}
@@ -164,7 +164,7 @@ func newestMaster(ctx context.Context, t *testing.T, ns string) masterShare {
 		if err != nil || derr != nil {
 			t.Fatalf("%s: %v %v", pod, err, derr)
 		}
-		nodes, err := redis.ParseClusterNodes(text)
+		nodes, err := topology.ParseClusterNodes(text)
 		if err != nil {
 			t.Fatal(err)
 		}

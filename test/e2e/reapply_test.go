@@ -14,6 +14,7 @@ import (
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 	"github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // The re-apply suite: a RedisCluster deleted while its data is kept (hostPath directories,
@@ -89,7 +90,7 @@ func keysByMaster(ctx context.Context, t *testing.T, ns, name, prefix string, n 
 	if err != nil {
 		t.Fatal(err)
 	}
-	owner := make([]string, redis.SlotCount)
+	owner := make([]string, topology.SlotCount)
 	for _, s := range slots {
 		for slot := s.Start; slot <= s.End; slot++ {
 			owner[slot] = s.Nodes[0].Addr
@@ -97,7 +98,7 @@ func keysByMaster(ctx context.Context, t *testing.T, ns, name, prefix string, n 
 	}
 	out := map[string][]int{}
 	for i := 0; i < n; i++ {
-		addr := owner[redis.KeySlot(fmt.Sprintf("%s-%d", prefix, i))]
+		addr := owner[topology.KeySlot(fmt.Sprintf("%s-%d", prefix, i))]
 		if addr == "" {
 			t.Fatalf("no master owns the slot of %s-%d", prefix, i)
 		}

@@ -25,6 +25,7 @@ import (
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 	"github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 	"github.com/hc-middleware/redis-cluster-operator/test/e2e/framework"
 )
 
@@ -213,11 +214,11 @@ func expectFormed(ctx context.Context, g Gomega, ns, name string, rc *redisv1alp
 	g.Expect(pods).To(HaveLen(6))
 	for _, p := range pods {
 		c := framework.NodeClient(p.Status.PodIP, "")
-		info, err := redis.ParseClusterInfo(c.ClusterInfo(ctx).Val())
+		info, err := topology.ParseClusterInfo(c.ClusterInfo(ctx).Val())
 		c.Close()
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(info.OK()).To(BeTrue(), "cluster_state on %s", p.Name)
-		g.Expect(info.SlotsAssigned).To(Equal(redis.SlotCount), "slots assigned seen by %s", p.Name)
+		g.Expect(info.SlotsAssigned).To(Equal(topology.SlotCount), "slots assigned seen by %s", p.Name)
 	}
 	g.Expect(rc.Status.Conditions).To(HaveLen(6))
 	g.Expect(rc.Status.Masters).To(BeEquivalentTo(3))
@@ -234,20 +235,20 @@ func expectFormed(ctx context.Context, g Gomega, ns, name string, rc *redisv1alp
 		g.Expect(c.HostIP).To(Equal(p.Status.HostIP), c.Name)
 		g.Expect(c.Status).To(Equal(corev1.ConditionTrue), c.Name+": "+c.Message)
 		switch c.Type {
-		case redis.RoleMaster:
-			rs, err := redis.ParseSlotRanges(c.Slots)
+		case topology.RoleMaster:
+			rs, err := topology.ParseSlotRanges(c.Slots)
 			g.Expect(err).NotTo(HaveOccurred())
 			covered += rs.Count()
-		case redis.RoleSlave:
+		case topology.RoleSlave:
 			replicasOf[c.MasterNodeID]++
 			g.Expect(c.Slots).To(BeEmpty())
 		default:
-			g.Expect(c.Type).To(BeElementOf(redis.RoleMaster, redis.RoleSlave), c.Name)
+			g.Expect(c.Type).To(BeElementOf(topology.RoleMaster, topology.RoleSlave), c.Name)
 		}
 	}
-	g.Expect(covered).To(Equal(redis.SlotCount))
+	g.Expect(covered).To(Equal(topology.SlotCount))
 	for _, c := range rc.Status.Conditions {
-		if c.Type == redis.RoleMaster {
+		if c.Type == topology.RoleMaster {
 			g.Expect(replicasOf[c.NodeID]).To(Equal(1), "replicas of %s", c.Name)
 		}
 	}
@@ -415,9 +416,9 @@ func TestOperatorKilledMidBootstrapFinishesIt(t *testing.T) {
 	g.Expect(stack.WaitForPodsReady(ctx, ns, selectorOf(name), 6, 2*time.Minute)).To(Succeed())
 	pods, err := stack.Pods(ctx, ns, selectorOf(name))
 	g.Expect(err).NotTo(HaveOccurred())
-	var members []redis.Member
+	var members []topology.Member
 	for _, p := range pods {
-		members = append(members, redis.Member{Pod: p.Name, Addr: net.JoinHostPort(p.Status.PodIP, "6379"), K8sNode: p.Spec.NodeName})
+		members = append(members, topology.Member{Pod: p.Name, Addr: net.JoinHostPort(p.Status.PodIP, "6379"), K8sNode: p.Spec.NodeName})
 	}
 	f := redis.NewFactory(redis.Options{})
 	defer f.Close()

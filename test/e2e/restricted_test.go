@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 const securityKeys = 20_000
@@ -103,7 +103,7 @@ func TestRestrictedNamespaceAndDisruptionBudget(t *testing.T) {
 	rc := getCluster(ctx, t, ns, name)
 	var first string
 	for _, c := range rc.Status.Conditions {
-		if c.Type == redis.RoleSlave {
+		if c.Type == topology.RoleSlave {
 			first = c.Name
 			break
 		}

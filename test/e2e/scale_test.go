@@ -11,7 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
-	"github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 	"github.com/hc-middleware/redis-cluster-operator/test/e2e/framework"
 )
 
@@ -86,7 +86,7 @@ func expectShape(ctx context.Context, t *testing.T, ns, name string, pods, maste
 			text, err := c.ClusterNodes(ctx).Result()
 			c.Close()
 			g.Expect(err).NotTo(HaveOccurred())
-			nodes, err := redis.ParseClusterNodes(text)
+			nodes, err := topology.ParseClusterNodes(text)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(nodes).To(HaveLen(pods), "CLUSTER NODES on %s", p.Name)
 			replicas, ms := map[string]int{}, 0

@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 	"github.com/hc-middleware/redis-cluster-operator/test/e2e/framework"
 )
 
@@ -53,7 +53,7 @@ func formWithPassword(ctx context.Context, t *testing.T, ns, password string) {
 		g.Expect(pods).To(HaveLen(6))
 		for _, p := range pods {
 			c := framework.NodeClient(p.Status.PodIP, password)
-			info, err := redis.ParseClusterInfo(c.ClusterInfo(ctx).Val())
+			info, err := topology.ParseClusterInfo(c.ClusterInfo(ctx).Val())
 			c.Close()
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(info.OK()).To(BeTrue(), "cluster_state on %s", p.Name)
@@ -150,7 +150,7 @@ func replicaLinks(ctx context.Context, t *testing.T, ns, password string) map[st
 		if err != nil {
 			t.Fatalf("INFO replication of %s: %v", p.Name, err)
 		}
-		r, err := redis.ParseReplication(text)
+		r, err := topology.ParseReplication(text)
 		if err != nil {
 			t.Fatal(err)
 		}

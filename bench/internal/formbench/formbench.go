@@ -13,6 +13,7 @@ import (
 
 	"github.com/hc-middleware/redis-cluster-operator/redis"
 	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // Result is the time from the start of timing until cluster_state ok on every node (OK)
@@ -24,22 +25,22 @@ type CreateFunc func(ctx context.Context, addrs []string) error
 
 // Settled is the "all agree" measure: all six know all six (no handshake), the same roles,
 // masters and slot owners everywhere, all 16384 slots covered by 3 masters with a replica each.
-func Settled(st *redis.ClusterState) bool {
+func Settled(st *topology.ClusterState) bool {
 	return st.AllMet() && st.Agreed() && st.AllSlotsCovered() && st.Masters() == 3 && st.MastersHaveReplicas(1)
 }
 
 // Members names addrs as bench-0..n-1.
-func Members(addrs []string) []redis.Member {
-	members := make([]redis.Member, len(addrs))
+func Members(addrs []string) []topology.Member {
+	members := make([]topology.Member, len(addrs))
 	for i, a := range addrs {
-		members[i] = redis.Member{Pod: fmt.Sprintf("bench-%d", i), Addr: a}
+		members[i] = topology.Member{Pod: fmt.Sprintf("bench-%d", i), Addr: a}
 	}
 	return members
 }
 
 // Poll reads CLUSTER NODES and CLUSTER INFO of every member each interval until it has seen
 // cluster_state ok everywhere and Settled, and returns the moments it first saw each.
-func Poll(ctx context.Context, members []redis.Member, every time.Duration) (ok, agreed time.Time, err error) {
+func Poll(ctx context.Context, members []topology.Member, every time.Duration) (ok, agreed time.Time, err error) {
 	f := redis.NewFactory(redis.Options{})
 	defer f.Close()
 	for ok.IsZero() || agreed.IsZero() {

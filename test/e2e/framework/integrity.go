@@ -7,7 +7,7 @@ import (
 
 	"github.com/go-redis/redis/v8"
 
-	opredis "github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // Integrity checks, from every pod's own Redis, what the fault suite requires after every
@@ -32,7 +32,7 @@ func (s *Stack) IntegrityTLS(ctx context.Context, ns, name, password string, cfg
 func IntegrityOf(ctx context.Context, addrs []string, password string, cfg *tls.Config) error {
 	owned := map[int]string{}
 	var masters []string
-	mine := map[string]opredis.SlotRanges{}
+	mine := map[string]topology.SlotRanges{}
 	for _, addr := range addrs {
 		c := redis.NewClient(&redis.Options{Addr: addr, Password: password, TLSConfig: cfg})
 		text, err := c.ClusterNodes(ctx).Result()
@@ -40,7 +40,7 @@ func IntegrityOf(ctx context.Context, addrs []string, password string, cfg *tls.
 		if err != nil {
 			return fmt.Errorf("CLUSTER NODES on %s: %w", addr, err)
 		}
-		nodes, err := opredis.ParseClusterNodes(text)
+		nodes, err := topology.ParseClusterNodes(text)
 		if err != nil {
 			return err
 		}
@@ -66,8 +66,8 @@ func IntegrityOf(ctx context.Context, addrs []string, password string, cfg *tls.
 			}
 		}
 	}
-	if len(owned) != opredis.SlotCount {
-		return fmt.Errorf("masters %v own %d of %d slots", masters, len(owned), opredis.SlotCount)
+	if len(owned) != topology.SlotCount {
+		return fmt.Errorf("masters %v own %d of %d slots", masters, len(owned), topology.SlotCount)
 	}
 	for _, addr := range masters {
 		if err := noForeignKeys(ctx, addr, password, cfg, mine[addr]); err != nil {
@@ -78,10 +78,10 @@ func IntegrityOf(ctx context.Context, addrs []string, password string, cfg *tls.
 }
 
 // noForeignKeys counts, pipelined, the keys master addr holds in every slot it does not own.
-func noForeignKeys(ctx context.Context, addr, password string, cfg *tls.Config, own opredis.SlotRanges) error {
+func noForeignKeys(ctx context.Context, addr, password string, cfg *tls.Config, own topology.SlotRanges) error {
 	c := redis.NewClient(&redis.Options{Addr: addr, Password: password, TLSConfig: cfg})
 	defer c.Close()
-	foreign := opredis.AllSlots().Subtract(own)
+	foreign := topology.AllSlots().Subtract(own)
 	var slots []int
 	for _, r := range foreign {
 		for slot := r.Start; slot <= r.End; slot++ {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/go-redis/redis/v8"
 
-	opredis "github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // The fault suite's client. It routes every command itself, from the owners CLUSTER NODES
@@ -129,11 +129,11 @@ func (r *Router) readOwners(ctx context.Context, addr string) ([]string, error) 
 	if err != nil {
 		return nil, err
 	}
-	nodes, err := opredis.ParseClusterNodes(text)
+	nodes, err := topology.ParseClusterNodes(text)
 	if err != nil {
 		return nil, err
 	}
-	owner := make([]string, opredis.SlotCount)
+	owner := make([]string, topology.SlotCount)
 	covered := 0
 	for _, n := range nodes {
 		if !n.Master || n.Fail || n.IP == "" {
@@ -146,8 +146,8 @@ func (r *Router) readOwners(ctx context.Context, addr string) ([]string, error) 
 			}
 		}
 	}
-	if covered != opredis.SlotCount {
-		return nil, fmt.Errorf("%s sees %d of %d slots served", addr, covered, opredis.SlotCount)
+	if covered != topology.SlotCount {
+		return nil, fmt.Errorf("%s sees %d of %d slots served", addr, covered, topology.SlotCount)
 	}
 	return owner, nil
 }
@@ -216,7 +216,7 @@ func redirect(msg string) string {
 }
 
 // KeySlot is Redis Cluster's hash slot of key.
-func KeySlot(key string) int { return opredis.KeySlot(key) }
+func KeySlot(key string) int { return topology.KeySlot(key) }
 
 // Value is what the fault suite stores under key: derived from the key, so a read checks
 // the content too, and 64 bytes long, a realistic small value.
@@ -334,7 +334,7 @@ type Writer struct {
 	gaps   []time.Duration
 	// stageGap is the longest gap of any shard since the last TakeLongestGap.
 	stageGap time.Duration
-	shards   []opredis.SlotRanges
+	shards   []topology.SlotRanges
 }
 
 // WriterReport is what a Writer saw.
@@ -344,7 +344,7 @@ type WriterReport struct {
 	// Gaps has it per shard, in the order of Shards.
 	LongestGap time.Duration
 	Gaps       []time.Duration
-	Shards     []opredis.SlotRanges
+	Shards     []topology.SlotRanges
 	// Errors counts failed writes by the first word of their error.
 	Errors map[string]int
 }
@@ -360,14 +360,14 @@ func (r *Router) StartWriter(ctx context.Context, prefix string) (*Writer, error
 		return nil, err
 	}
 	w := &Writer{r: r, prefix: prefix, stop: make(chan struct{}), errs: map[string]int{}}
-	byOwner := map[string]opredis.SlotRanges{}
+	byOwner := map[string]topology.SlotRanges{}
 	var owners []string
-	for slot := 0; slot < opredis.SlotCount; slot++ {
+	for slot := 0; slot < topology.SlotCount; slot++ {
 		o := r.Owner(slot)
 		if _, ok := byOwner[o]; !ok {
 			owners = append(owners, o)
 		}
-		byOwner[o] = append(byOwner[o], opredis.SlotRange{Start: slot, End: slot})
+		byOwner[o] = append(byOwner[o], topology.SlotRange{Start: slot, End: slot})
 	}
 	for _, o := range owners {
 		w.shards = append(w.shards, byOwner[o].Normalize())

@@ -1,4 +1,4 @@
-package redis
+package topology
 
 import (
 	"errors"
@@ -21,20 +21,12 @@ func fakeState(n int) *ClusterState {
 	return st
 }
 
-func kinds(acts []Action) string {
-	var out []string
-	for _, a := range acts {
-		out = append(out, a.Message)
-	}
-	return strings.Join(out, "; ")
-}
-
 func TestPlanBootstrapFreshAssignsEpochsAndSlotsFirst(t *testing.T) {
 	p := PlanBootstrap(fakeState(6), 3, 1)
 	want := "Set config epoch 1 on demo-0; Set config epoch 2 on demo-1; Set config epoch 3 on demo-2; " +
 		"Set config epoch 4 on demo-3; Set config epoch 5 on demo-4; Set config epoch 6 on demo-5; " +
 		"Assigned slots 0-5460 to demo-0; Assigned slots 5461-10922 to demo-1; Assigned slots 10923-16383 to demo-2"
-	if got := kinds(p.Actions); got != want || p.Phase != PhaseAssigning {
+	if got := Messages(p.Actions); got != want || p.Phase != PhaseAssigning {
 		t.Errorf("got %s (%s)\nwant %s", got, p.Phase, want)
 	}
 }
@@ -44,7 +36,7 @@ func TestPlanBootstrapFillsOnlyMissingSlots(t *testing.T) {
 	st.Members[1].Nodes[0].Slots = SlotRanges{{5461, 10922}}
 	st.Members[1].Nodes[0].ConfigEpoch = 2
 	p := PlanBootstrap(st, 3, 1)
-	got := kinds(p.Actions)
+	got := Messages(p.Actions)
 	if !strings.Contains(got, "Assigned slots 0-5460 to demo-0") || !strings.Contains(got, "Assigned slots 10923-16383 to demo-2") ||
 		strings.Contains(got, "5461-10922") || strings.Contains(got, "epoch 2 ") {
 		t.Errorf("got %s", got)
@@ -77,7 +69,7 @@ func TestPlanBootstrapRefuses(t *testing.T) {
 	for name, tt := range tests {
 		p := PlanBootstrap(tt.st, 3, 1)
 		if p.Refusal == nil || !strings.Contains(p.Refusal.Error(), tt.want) || len(p.Actions) > 0 || p.Phase != PhaseRefused {
-			t.Errorf("%s: refusal %v, actions %s", name, p.Refusal, kinds(p.Actions))
+			t.Errorf("%s: refusal %v, actions %s", name, p.Refusal, Messages(p.Actions))
 		}
 	}
 }
@@ -87,7 +79,7 @@ func TestPlanBootstrapAsksForKeysBeforeWriting(t *testing.T) {
 	st.Members[5].KeysKnown = false
 	p := PlanBootstrap(st, 3, 1)
 	if len(p.Actions) != 0 || len(p.NeedKeys) != 1 || p.NeedKeys[0] != 5 {
-		t.Errorf("actions %s, need keys %v", kinds(p.Actions), p.NeedKeys)
+		t.Errorf("actions %s, need keys %v", Messages(p.Actions), p.NeedKeys)
 	}
 }
 
@@ -111,7 +103,7 @@ func TestPlanBootstrapMeetsAfterSlots(t *testing.T) {
 	p := PlanBootstrap(st, 3, 1)
 	want := "Made demo-0 meet demo-1; Made demo-0 meet demo-2; Made demo-1 meet demo-2; " +
 		"Made demo-3 meet demo-0; Made demo-4 meet demo-1; Made demo-5 meet demo-2"
-	if got := kinds(p.Actions); got != want || p.Phase != PhaseMeeting {
+	if got := Messages(p.Actions); got != want || p.Phase != PhaseMeeting {
 		t.Errorf("got %s (%s)\nwant %s", got, p.Phase, want)
 	}
 }
@@ -126,7 +118,7 @@ func TestPlanBootstrapAdoptsAClusterBackAtNewAddresses(t *testing.T) {
 	}
 	p := PlanBootstrap(st, 3, 1)
 	if p.Refusal != nil || p.Phase != PhaseMeeting || len(p.Actions) != 15 {
-		t.Fatalf("want one MEET per pair (15), got %s (%s, %v)", kinds(p.Actions), p.Phase, p.Refusal)
+		t.Fatalf("want one MEET per pair (15), got %s (%s, %v)", Messages(p.Actions), p.Phase, p.Refusal)
 	}
 	for _, a := range p.Actions {
 		if a.Kind != ActionMeet || a.TargetAddr != st.Members[a.Target].Addr {
@@ -143,7 +135,7 @@ func TestPlanBootstrapAdoptsAndJoinsAnEmptyMember(t *testing.T) {
 	replaceMember(st, 4)
 	learnAll(st, 4)
 	p := PlanBootstrap(st, 3, 1)
-	got := kinds(p.Actions)
+	got := Messages(p.Actions)
 	if p.Refusal != nil || !strings.Contains(got, "Made demo-4 a replica of demo-1") || !strings.Contains(got, "forget lost node") ||
 		strings.Contains(got, "Assigned") || strings.Contains(got, "epoch") {
 		t.Fatalf("got %s (%s, %v)", got, p.Phase, p.Refusal)
@@ -161,7 +153,7 @@ func TestPlanBootstrapLeavesAStaleClaimToRedis(t *testing.T) {
 	promoted := fmt.Sprintf("%040x", 4) // demo-3, its replica then, master now
 	for j := 1; j < 6; j++ {
 		m := &st.Members[j]
-		n := m.find(promoted)
+		n := m.Find(promoted)
 		n.Replica, n.Master, n.MasterID, n.Slots, n.ConfigEpoch = false, true, "", SlotRanges{SplitSlots(3)[0]}, 7
 		var keep []Node
 		for _, x := range m.Nodes {
@@ -188,8 +180,8 @@ func TestPlanBootstrapLeavesAStaleClaimToRedis(t *testing.T) {
 			t.Errorf("want only MEETs while two members claim slots 0-5460, got %s", a.Message)
 		}
 	}
-	if !strings.Contains(kinds(p.Actions), "meet demo-0 at 127.0.0.1:8000") {
-		t.Errorf("the stale member is not met: %s", kinds(p.Actions))
+	if !strings.Contains(Messages(p.Actions), "meet demo-0 at 127.0.0.1:8000") {
+		t.Errorf("the stale member is not met: %s", Messages(p.Actions))
 	}
 }
 
@@ -204,7 +196,7 @@ func TestPlanBootstrapRefusesForeignSlotsOnAKeptCluster(t *testing.T) {
 		Node{ID: strings.Repeat("f", 40), IP: "10.0.0.9", Port: 6379, Master: true, Slots: SlotRanges{{0, 10}}})
 	p := PlanBootstrap(st, 3, 1)
 	if p.Refusal == nil || !strings.Contains(p.Refusal.Error(), "pod demo-2 knows node "+strings.Repeat("f", 40)) || len(p.Actions) > 0 {
-		t.Fatalf("refusal %v, actions %s", p.Refusal, kinds(p.Actions))
+		t.Fatalf("refusal %v, actions %s", p.Refusal, Messages(p.Actions))
 	}
 }
 
@@ -221,6 +213,6 @@ func TestPlanBootstrapRefusesAKeptClusterMissingAMaster(t *testing.T) {
 	}
 	p := PlanBootstrap(st, 3, 1)
 	if p.Refusal == nil || !strings.Contains(p.Refusal.Error(), "knows node "+old) || len(p.Actions) > 0 {
-		t.Fatalf("refusal %v, actions %s", p.Refusal, kinds(p.Actions))
+		t.Fatalf("refusal %v, actions %s", p.Refusal, Messages(p.Actions))
 	}
 }

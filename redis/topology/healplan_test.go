@@ -1,4 +1,4 @@
-package redis
+package topology
 
 import (
 	"fmt"
@@ -45,7 +45,7 @@ func moveMember(st *ClusterState, i, port int) {
 func replaceMember(st *ClusterState, i int) {
 	for j := range st.Members {
 		if j != i {
-			n := st.Members[j].find(st.Members[i].ID())
+			n := st.Members[j].Find(st.Members[i].ID())
 			n.Fail, n.Connected = true, false
 		}
 	}
@@ -62,14 +62,14 @@ func learnAll(st *ClusterState, i int) {
 		if j == i {
 			continue
 		}
-		if n := st.Members[j].find(self.ID); n != nil {
+		if n := st.Members[j].Find(self.ID); n != nil {
 			*n = self
 		} else {
 			st.Members[j].Nodes = append(st.Members[j].Nodes, self)
 		}
 		other := *st.Members[j].Self()
 		other.Myself = false
-		if st.Members[i].find(other.ID) == nil {
+		if st.Members[i].Find(other.ID) == nil {
 			st.Members[i].Nodes = append(st.Members[i].Nodes, other)
 		}
 	}
@@ -87,7 +87,7 @@ func TestPlanHeal(t *testing.T) {
 		{"one pod with a new IP", func(st *ClusterState) { moveMember(st, 1, 8001) }, PhaseMeeting,
 			"Made demo-0 meet demo-1 at 127.0.0.1:8001; Made demo-2 meet demo-1 at 127.0.0.1:8001; Made demo-3 meet demo-1 at 127.0.0.1:8001; " +
 				"Made demo-4 meet demo-1 at 127.0.0.1:8001; Made demo-5 meet demo-1 at 127.0.0.1:8001"},
-		{"a member seen fail while it answers", func(st *ClusterState) { st.Members[0].find(fmt.Sprintf("%040x", 3)).Fail = true }, PhaseWaitingForFailover,
+		{"a member seen fail while it answers", func(st *ClusterState) { st.Members[0].Find(fmt.Sprintf("%040x", 3)).Fail = true }, PhaseWaitingForFailover,
 			"Made demo-0 meet demo-2 at 127.0.0.1:7002"}, // a slot owner flagged fail: nothing but meets until the flag clears
 		{"a handshake already in flight", func(st *ClusterState) {
 			moveMember(st, 1, 8001)
@@ -108,7 +108,7 @@ func TestPlanHeal(t *testing.T) {
 			replaceMember(st, 4)
 			learnAll(st, 4)
 			for j := range st.Members {
-				if n := st.Members[j].find(ghost); n != nil {
+				if n := st.Members[j].Find(ghost); n != nil {
 					n.Slots = SlotRanges{{0, 10}}
 				}
 			}
@@ -117,7 +117,7 @@ func TestPlanHeal(t *testing.T) {
 			lost := strings.Repeat("d", 40)
 			for j := range st.Members {
 				st.Members[j].Nodes = append(st.Members[j].Nodes, Node{ID: lost, IP: "127.0.0.1", Port: 7100, Master: true, Fail: true, NoAddr: true})
-				st.Members[j].find(fmt.Sprintf("%040x", 4)).MasterID = lost
+				st.Members[j].Find(fmt.Sprintf("%040x", 4)).MasterID = lost
 			}
 		}, PhaseForgetting,
 			"Made demo-3 a replica of demo-0; Made demo-0 forget lost node dddddddddddddddddddddddddddddddddddddddd; " +
@@ -125,7 +125,7 @@ func TestPlanHeal(t *testing.T) {
 				"Made demo-4 forget lost node dddddddddddddddddddddddddddddddddddddddd; Made demo-5 forget lost node dddddddddddddddddddddddddddddddddddddddd"},
 		{"a replica of a member that is a replica now", func(st *ClusterState) {
 			for j := range st.Members {
-				st.Members[j].find(fmt.Sprintf("%040x", 6)).MasterID = fmt.Sprintf("%040x", 4)
+				st.Members[j].Find(fmt.Sprintf("%040x", 6)).MasterID = fmt.Sprintf("%040x", 4)
 			}
 		}, PhaseReplicating, "Made demo-5 a replica of demo-2"},
 	}
@@ -134,7 +134,7 @@ func TestPlanHeal(t *testing.T) {
 			st := formedState()
 			tt.edit(st)
 			p := PlanHeal(st, 3, 1, nil)
-			if got := kinds(p.Actions); got != tt.want || p.Phase != tt.phase || p.Refusal != nil {
+			if got := Messages(p.Actions); got != tt.want || p.Phase != tt.phase || p.Refusal != nil {
 				t.Errorf("got %s (%s, %v)\nwant %s (%s)", got, p.Phase, p.Refusal, tt.want, tt.phase)
 			}
 			if p.Done != (tt.phase == PhaseFormed) {
@@ -151,7 +151,7 @@ func TestPlanHealAllPodsWithNewIPs(t *testing.T) {
 	}
 	p := PlanHeal(st, 3, 1, nil)
 	if len(p.Actions) != 15 || p.Phase != PhaseMeeting {
-		t.Fatalf("want one MEET per pair (15), got %d: %s", len(p.Actions), kinds(p.Actions))
+		t.Fatalf("want one MEET per pair (15), got %d: %s", len(p.Actions), Messages(p.Actions))
 	}
 	for _, a := range p.Actions {
 		if a.Kind != ActionMeet || a.Member >= a.Target || a.TargetAddr != st.Members[a.Target].Addr {
@@ -166,12 +166,12 @@ func TestPlanHealChecksKeysBeforeClaiming(t *testing.T) {
 	learnAll(st, 4)
 	st.Members[4].KeysKnown = false
 	if p := PlanHeal(st, 3, 1, nil); len(p.Actions) != 0 || len(p.NeedKeys) != 1 || p.NeedKeys[0] != 4 {
-		t.Fatalf("actions %s, need keys %v", kinds(p.Actions), p.NeedKeys)
+		t.Fatalf("actions %s, need keys %v", Messages(p.Actions), p.NeedKeys)
 	}
 	st.Members[4].KeysKnown, st.Members[4].Keys = true, 3
 	p := PlanHeal(st, 3, 1, nil)
 	if p.Refusal == nil || !strings.Contains(p.Refusal.Error(), "pod demo-4") || len(p.Actions) != 0 || p.Phase != PhaseRefused {
-		t.Fatalf("refusal %v, actions %s", p.Refusal, kinds(p.Actions))
+		t.Fatalf("refusal %v, actions %s", p.Refusal, Messages(p.Actions))
 	}
 }
 

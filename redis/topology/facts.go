@@ -1,4 +1,4 @@
-package redis
+package topology
 
 // MemberFacts is what the status shows for one instance.
 type MemberFacts struct {
@@ -37,7 +37,7 @@ func (s *ClusterState) Facts() []MemberFacts {
 			if j == i || !s.Members[j].Reachable() {
 				continue
 			}
-			n := s.Members[j].find(self.ID)
+			n := s.Members[j].Find(self.ID)
 			if n == nil || !n.Connected {
 				f.Connected = false
 			}

@@ -1,4 +1,4 @@
-package redis
+package topology
 
 // LostSlots are the slots no reachable node can serve and nothing heals at once: slots no
 // node claims in any reachable member's view, and slots of a master flagged fail that has

@@ -1,4 +1,4 @@
-package redis
+package topology
 
 // Questions about the observed cluster's topology that the controller's guards and the
 // rolling upgrade ask. Pure: they read only the views in the ClusterState.
@@ -36,7 +36,7 @@ func (s *ClusterState) ReplicaLinksUp() bool {
 		if self == nil || !self.Replica {
 			continue
 		}
-		master := m.find(self.MasterID)
+		master := m.Find(self.MasterID)
 		if master == nil || !master.Connected || master.Fail || master.PFail {
 			return false
 		}

@@ -1,4 +1,4 @@
-package redis
+package topology
 
 // Counts of the observed cluster that the operator exports as metrics
 // (controller/metrics.go, docs/metrics.md). Each is read from what the reachable members

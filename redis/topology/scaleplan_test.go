@@ -1,4 +1,4 @@
-package redis
+package topology
 
 import (
 	"errors"
@@ -52,9 +52,9 @@ func TestPlanScaleAssignNeverPanics(t *testing.T) {
 		}
 		return out
 	}
-	req := func(assign []Assignment) ScaleRequest {
+	req := func(assign []Assignment) ScaleShape {
 		// What the controller computes: the last len(assign) masters are the new ones.
-		return ScaleRequest{Masters: 4, ReplicasPerMaster: 1, Keep: 8, Assign: assign, NewFrom: (4 - len(assign)) * 2}
+		return ScaleShape{Masters: 4, ReplicasPerMaster: 1, Keep: 8, Assign: assign, NewFrom: (4 - len(assign)) * 2}
 	}
 	for _, tt := range []struct {
 		name   string
@@ -108,27 +108,27 @@ func TestPlanScaleAssignNeverPanics(t *testing.T) {
 // Kubernetes node; on every later step the same member stays the new master.
 func TestPlanScaleChoosesFreshMasterAndItsReplica(t *testing.T) {
 	st := layout("m:0-5460", "r:0", "m:5461-10922", "r:2", "m:10923-16383", "r:4", "m", "m")
-	p, err := planScale(st, ScaleRequest{Masters: 4, ReplicasPerMaster: 1, Keep: 8})
+	p, err := PlanResize(st, ScaleShape{Masters: 4, ReplicasPerMaster: 1, Keep: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.fresh) != 1 || p.fresh[0] != 6 || p.replicaOf[7] != 6 || len(p.empty) != 2 {
-		t.Fatalf("fresh %v, replicaOf %v, empty %v", p.fresh, p.replicaOf, p.empty)
+	if len(p.Fresh) != 1 || p.Fresh[0] != 6 || p.ReplicaOf[7] != 6 || len(p.Empty) != 2 {
+		t.Fatalf("fresh %v, replicaOf %v, empty %v", p.Fresh, p.ReplicaOf, p.Empty)
 	}
 	if st.Members[7].K8sNode == st.Members[6].K8sNode {
 		t.Fatalf("replica on its master's node")
 	}
-	if len(p.moves) != 4096 {
-		t.Fatalf("%d moves", len(p.moves))
+	if len(p.Moves) != 4096 {
+		t.Fatalf("%d moves", len(p.Moves))
 	}
 	attached := layout("m:0-5460", "r:0", "m:5461-10922", "r:2", "m:10923-16383", "r:4", "m", "r:6")
-	p, err = planScale(attached, ScaleRequest{Masters: 4, ReplicasPerMaster: 1, Keep: 8})
-	if err != nil || len(p.fresh) != 1 || p.fresh[0] != 6 || len(p.moves) != 4096 {
-		t.Fatalf("after attach: fresh %v, %d moves, %v", p.fresh, len(p.moves), err)
+	p, err = PlanResize(attached, ScaleShape{Masters: 4, ReplicasPerMaster: 1, Keep: 8})
+	if err != nil || len(p.Fresh) != 1 || p.Fresh[0] != 6 || len(p.Moves) != 4096 {
+		t.Fatalf("after attach: fresh %v, %d moves, %v", p.Fresh, len(p.Moves), err)
 	}
 }
 
-// projectCapacity refuses when a kept master would pass maxmemory less the headroom,
+// ProjectCapacity refuses when a kept master would pass maxmemory less the headroom,
 // accepts when it fits, and ignores unlimited masters.
 func TestProjectCapacity(t *testing.T) {
 	st := layout("m:0-8191", "m:8192-12287", "m:12288-16383")
@@ -151,7 +151,7 @@ func TestProjectCapacity(t *testing.T) {
 		}
 	}
 	// demo-0 would hold 82 + 20 = 102 MB: over 0.8*120 = 96, under 0.8*130 = 104.
-	err := projectCapacity(st, []int{0, 1, 2}, mem(120*mb), moves)
+	err := ProjectCapacity(st, []int{0, 1, 2}, mem(120*mb), moves)
 	var ce *CapacityError
 	if !errors.As(err, &ce) || ce.Pod != "demo-0" || ce.Projected != 102*mb || ce.Limit != 96*mb || ce.Dataset != 160*mb || ce.KeptMaxMemory != 240*mb || ce.Masters != 2 {
 		t.Fatalf("got %#v (%v)", ce, err)
@@ -160,10 +160,10 @@ func TestProjectCapacity(t *testing.T) {
 		t.Fatal("a capacity refusal does not wrap ErrRefused")
 	}
 	t.Log(err)
-	if err := projectCapacity(st, []int{0, 1, 2}, mem(130*mb), moves); err != nil {
+	if err := ProjectCapacity(st, []int{0, 1, 2}, mem(130*mb), moves); err != nil {
 		t.Fatal(err)
 	}
-	if err := projectCapacity(st, []int{0, 1, 2}, mem(0), moves); err != nil {
+	if err := ProjectCapacity(st, []int{0, 1, 2}, mem(0), moves); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -182,7 +182,7 @@ func TestParseMemory(t *testing.T) {
 // nodes that are no replica, and only one whose master holds slots and keeps another
 // replica: the data always stays in two copies.
 func TestSpareReplicaToRelease(t *testing.T) {
-	req := ScaleRequest{Masters: 4, ReplicasPerMaster: 1, Keep: 8}
+	req := ScaleShape{Masters: 4, ReplicasPerMaster: 1, Keep: 8}
 	for _, tt := range []struct {
 		name string
 		st   *ClusterState
@@ -195,7 +195,7 @@ func TestSpareReplicaToRelease(t *testing.T) {
 		{"a master without slots keeps its replicas", layout("m:0-8191", "r:0", "m:8192-16383", "r:2", "m", "r:4", "r:4", "r:4"), -1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			act, ok := spareReplicaToRelease(tt.st, req)
+			act, ok := SpareReplicaToRelease(tt.st, req)
 			switch {
 			case tt.want < 0 && ok:
 				t.Fatalf("released %s, want none", tt.st.Members[act.Member].Pod)

@@ -1,4 +1,4 @@
-package redis
+package topology
 
 import (
 	"fmt"
@@ -38,6 +38,15 @@ type Action struct {
 	// Refresh marks a MEET sent only so a node that knows Member hears its current role
 	// and slots at once; it changes no topology, so callers may skip the event.
 	Refresh bool
+}
+
+// Messages joins the actions' messages with "; ", as one log line shows them.
+func Messages(acts []Action) string {
+	out := make([]string, len(acts))
+	for i, a := range acts {
+		out[i] = a.Message
+	}
+	return strings.Join(out, "; ")
 }
 
 // Plan is what bootstrap does next, computed from one observation.
@@ -206,7 +215,7 @@ func checkSlotOwners(st *ClusterState) error {
 func related(st *ClusterState, i, j int) bool {
 	ids := st.IDs()
 	known := func(a, b int) bool {
-		n := st.Members[a].find(ids[b])
+		n := st.Members[a].Find(ids[b])
 		return n != nil && !n.Handshake
 	}
 	return known(i, j) || known(j, i)
@@ -269,7 +278,7 @@ func conflicts(st *ClusterState) [][2]int {
 // say by attaching a replica to the stale claimant.
 func planAdopt(st *ClusterState, masters, replicasPerMaster int) Plan {
 	if pairs := conflicts(st); len(pairs) > 0 {
-		p := Plan{Phase: PhaseConverging, Actions: planReconnect(st)}
+		p := Plan{Phase: PhaseConverging, Actions: PlanReconnect(st)}
 		if len(p.Actions) > 0 {
 			p.Phase = PhaseMeeting
 		}
@@ -425,7 +434,7 @@ func planLinks(st *ClusterState, p Plan) ([]Action, string) {
 			if i == j {
 				continue
 			}
-			n := st.Members[j].find(ids[i])
+			n := st.Members[j].Find(ids[i])
 			if n == nil || n.Handshake || n.NoAddr {
 				continue
 			}

@@ -1,4 +1,4 @@
-package redis
+package topology
 
 import "sort"
 
@@ -37,7 +37,7 @@ func (s *ClusterState) IDs() []string {
 
 // knows reports whether m sees the node id as a finished handshake with an address.
 func knows(m *MemberState, id string) bool {
-	n := m.find(id)
+	n := m.Find(id)
 	return n != nil && !n.Handshake && !n.NoAddr
 }
 

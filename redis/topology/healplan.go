@@ -1,4 +1,4 @@
-package redis
+package topology
 
 import (
 	"fmt"
@@ -18,7 +18,7 @@ const PhaseForgetting = "ForgettingLostNodes"
 // moving a slot, claiming a node that holds keys, or touching the only copy of a slot. It
 // is pure, and a healthy cluster gives no action. overdue names the lost slot owners the
 // operator may fail over itself, with how long each has been failing (see HealOptions and
-// planPromote); nil leaves every failover to Redis.
+// PlanPromote); nil leaves every failover to Redis.
 //
 // The first rule is safety: while a master that holds slots is flagged fail or pfail and a
 // replica of it is alive (PendingFailovers), its replicas may hold the only copy of those
@@ -45,7 +45,7 @@ const PhaseForgetting = "ForgettingLostNodes"
 //     is never re-pointed.
 func PlanHeal(st *ClusterState, masters, replicasPerMaster int, overdue map[string]time.Duration) Plan {
 	gone := len(st.Unreachable()) == 0 // every pod answered: an owner none of them is, is gone
-	promote, needRepl := planPromote(st, overdue, gone)
+	promote, needRepl := PlanPromote(st, overdue, gone)
 	if len(needRepl) > 0 {
 		return Plan{Phase: PhaseWaitingForFailover, NeedReplication: needRepl}
 	}
@@ -56,7 +56,7 @@ func PlanHeal(st *ClusterState, masters, replicasPerMaster int, overdue map[stri
 		return refuse(err)
 	}
 	p := Plan{Phase: PhaseConverging}
-	meets := planReconnect(st)
+	meets := PlanReconnect(st)
 	if pending := st.PendingFailovers(); len(pending) > 0 {
 		p.Phase = PhaseWaitingForFailover
 		p.Actions = append(meets, promote...)
@@ -109,7 +109,7 @@ func claimedTwice(st *ClusterState) bool {
 // knowsAt reports whether m knows node id at addr, with a finished handshake and not
 // flagged fail: a member seen that way by another needs no MEET.
 func knowsAt(m *MemberState, id, addr string) bool {
-	n := m.find(id)
+	n := m.Find(id)
 	return n != nil && !n.Handshake && !n.NoAddr && !n.Fail && n.Addr() == addr
 }
 
@@ -138,10 +138,10 @@ func meeting(m *MemberState, addr string) bool {
 	return false
 }
 
-// planReconnect sends one MEET per pair of members where one does not know the other
+// PlanReconnect sends one MEET per pair of members where one does not know the other
 // where it is now: the lower index meets, unless only the higher one is wrong. The other
 // side learns from the handshake or, if not, is planned on the next observation.
-func planReconnect(st *ClusterState) []Action {
+func PlanReconnect(st *ClusterState) []Action {
 	ids := st.IDs()
 	var acts []Action
 	for i := range st.Members {
@@ -258,7 +258,7 @@ func planForget(st *ClusterState) []Action {
 	for _, id := range lost {
 		for i := range st.Members {
 			m := &st.Members[i]
-			if m.find(id) == nil || m.Self().MasterID == id {
+			if m.Find(id) == nil || m.Self().MasterID == id {
 				continue
 			}
 			acts = append(acts, Action{Kind: ActionForget, Member: i, NodeID: id,
