@@ -138,10 +138,7 @@ func TestHealReconnectsAllNodesBackAtNewAddresses(t *testing.T) {
 	servers, members, f := formForHealing(t, 100)
 	ctx := ctxFor(t, 10*time.Second)
 	for _, s := range servers {
-		c := goredis.NewClient(&goredis.Options{Addr: s.Addr})
-		err := c.Save(ctx).Err()
-		c.Close()
-		if err != nil {
+		if err := saveNow(ctx, s.Addr); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -160,4 +157,22 @@ func TestHealReconnectsAllNodesBackAtNewAddresses(t *testing.T) {
 	}
 	assertKeys(t, f, members, 100)
 	assertFormed(t, f, members, "")
+}
+
+// saveNow runs SAVE, waiting out a background save already running (a replica's full
+// sync starts one), which makes SAVE fail with an error.
+func saveNow(ctx context.Context, addr string) error {
+	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer c.Close()
+	for {
+		err := c.Save(ctx).Err()
+		if err == nil || !strings.Contains(err.Error(), "Background save already in progress") {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("failed to SAVE on %s: %w (%w)", addr, err, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

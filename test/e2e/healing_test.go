@@ -96,7 +96,7 @@ func healed(ctx context.Context, t *testing.T, ns, name string, old map[string]s
 			c.Close()
 			g.Expect(err).NotTo(HaveOccurred())
 			lines := strings.Split(strings.TrimSpace(text), "\n")
-			g.Expect(lines).To(HaveLen(6), "CLUSTER NODES on %s:\n%s", pod, text)
+			g.Expect(lines).To(HaveLen(len(now)), "CLUSTER NODES on %s:\n%s", pod, text)
 			g.Expect(text).NotTo(ContainSubstring("fail"), "CLUSTER NODES on %s", pod)
 		}
 	}, within, 500*time.Millisecond).Should(Succeed())
