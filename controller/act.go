@@ -67,7 +67,8 @@ func (r *Reconciler) act(ctx context.Context, s *scope) (ctrl.Result, error) {
 	}
 	if s.specErr != nil {
 		r.warnOnce(s, refusalReason(s.specErr), s.specErr.Error())
-		// The Secret or ConfigMap a spec names is not watched: look again in a while.
+		// The password Secret a spec names is not watched (the user ConfigMap is): look
+		// again in a while.
 		return ctrl.Result{RequeueAfter: requeueFailed}, nil
 	}
 	// Before the StatefulSet: its pods mount NAME-auth.

@@ -5,6 +5,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -101,9 +103,24 @@ func New(mgr manager.Manager, renderer *render.Renderer, opts Options) *Reconcil
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// SetupWithManager watches RedisClusters, the objects they own, and their pods (pods are
-// owned by the StatefulSet, so they are mapped to their cluster by label).
+// userConfigIndex indexes RedisClusters by the user ConfigMap spec.pod[0].configmap names.
+const userConfigIndex = "spec.pod.configmap"
+
+// SetupWithManager watches RedisClusters, the objects they own, their pods (pods are owned
+// by the StatefulSet, so they are mapped to their cluster by label) and the user ConfigMaps
+// they name, so an edit of one reaches the nodes at once (live, or by a roll). ConfigMaps
+// are cached anyway for the ones the operator owns, so this watch costs no memory.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	err := mgr.GetFieldIndexer().IndexField(context.Background(), &redisv1alpha1.RedisCluster{}, userConfigIndex,
+		func(o client.Object) []string {
+			if name := o.(*redisv1alpha1.RedisCluster).Spec.PodTemplate().ConfigMap; name != "" {
+				return []string{name}
+			}
+			return nil
+		})
+	if err != nil {
+		return fmt.Errorf("failed to index RedisClusters by user ConfigMap: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&redisv1alpha1.RedisCluster{}).
 		Owns(&appsv1.StatefulSet{}).
@@ -112,6 +129,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&policyv1.PodDisruptionBudget{}).
 		Owns(&networkingv1.NetworkPolicy{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToCluster)).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.clustersNaming)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.MaxConcurrentReconciles}).
 		Complete(r)
 }
@@ -122,6 +140,21 @@ func podToCluster(_ context.Context, o client.Object) []reconcile.Request {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: labels[redisv1alpha1.LabelInstance]}}}
+}
+
+// clustersNaming maps a ConfigMap to the RedisClusters of its namespace whose
+// spec.pod[0].configmap names it.
+func (r *Reconciler) clustersNaming(ctx context.Context, o client.Object) []reconcile.Request {
+	var list redisv1alpha1.RedisClusterList
+	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{userConfigIndex: o.GetName()}); err != nil {
+		log.FromContext(ctx).Error(err, "Failed to list the RedisClusters naming a ConfigMap", "ConfigMap", klog.KObj(o))
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return out
 }
 
 // Reconcile is get → finalizer → observe → decide → act, with the status written once at

@@ -75,8 +75,8 @@ func TestLiveConfigChangesNoPod(t *testing.T) {
 	}()
 	time.Sleep(time.Second)
 
-	// Live: CONFIG SET on every node. The user ConfigMap is not watched: the operator
-	// reads it again within its Running resync (30 s).
+	// Live: CONFIG SET on every node. The user ConfigMap is watched, so the edit is acted
+	// on at once rather than at the Running resync (30 s): the log line says how soon.
 	start := time.Now()
 	setConf(ctx, t, ns, "demo-tuning", "maxmemory 300mb\nmaxmemory-policy allkeys-lru\n")
 	g.Eventually(func(g Gomega) {
