@@ -54,7 +54,7 @@ type ScaleProgress struct {
 
 // Scale takes one bounded step of a resize, planned from Redis' own state each time, so
 // it resumes after any interruption: an open slot is finished first, then the members
-// meet; then the new masters get their replicas, and slots move to a new master only once
+// meet and lost nodes are forgotten; then the new masters get their replicas, and slots move to a new master only once
 // its replicas are in sync, so losing its pod mid-migration loses nothing (Redis promotes
 // the replica). Then slots migrate (PlanRebalance or PlanAssign) until the budget is
 // spent, then the other replicas are attached (Heal), and on scale-in the leaving nodes
@@ -77,6 +77,13 @@ func Scale(ctx context.Context, f Factory, members []topology.Member, req ScaleR
 	if meets := topology.PlanReconnect(st); len(meets) > 0 {
 		b := newExecutor(f)
 		return ScaleProgress{Phase: topology.PhaseMeeting, Actions: meets}, b.execute(ctx, st, meets)
+	}
+	// A lost node (a pod that came back empty, its old identity flagged fail and holding no
+	// slots) keeps the views from agreeing until it is forgotten, as healing does.
+	if len(st.PendingFailovers()) == 0 {
+		if forgets := topology.PlanForget(st); len(forgets) > 0 {
+			return ScaleProgress{Phase: topology.PhaseForgetting, Actions: forgets}, newExecutor(f).execute(ctx, st, forgets)
+		}
 	}
 	// MIGRATE needs the target's cluster_state ok (a fresh node reports fail for a moment
 	// after it learns the slots), and SETSLOT NODE needs every node to know the target.

@@ -77,7 +77,7 @@ func PlanHeal(st *ClusterState, masters, replicasPerMaster int, overdue map[stri
 		p.NeedKeys = waitKeys
 		return p
 	}
-	forgets := planForget(st)
+	forgets := PlanForget(st)
 	switch {
 	case len(meets) > 0:
 		p.Phase = PhaseMeeting
@@ -224,11 +224,11 @@ func planReattach(st *ClusterState, p *Plan, replicasPerMaster int) ([]Action, [
 	return acts, nil, nil
 }
 
-// planForget forgets every lost node on every member that knows it. A lost node is one no
+// PlanForget forgets every lost node on every member that knows it. A lost node is one no
 // member is, flagged fail or noaddr by some member, holding slots in no member's view. A
 // member that still replicates it is skipped (Redis refuses to forget one's master); it is
 // re-attached in the same plan and forgets on the next one.
-func planForget(st *ClusterState) []Action {
+func PlanForget(st *ClusterState) []Action {
 	isMember := map[string]bool{}
 	for _, id := range st.IDs() {
 		isMember[id] = true

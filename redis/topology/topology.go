@@ -44,24 +44,37 @@ func (s *ClusterState) ReplicaLinksUp() bool {
 	return true
 }
 
-// ReachableNodes counts the members plus every other node some member sees connected
-// and not failing. A node no member reaches (the node a pod deleted with an emptyDir
-// leaves behind, until healing forgets it) is not part of the cluster's size: counting it
-// would read a pod coming back empty as a resize.
+// ReachableNodes counts the members plus every other node that every member knowing it
+// sees connected and not failing. A node no member reaches (the node a pod deleted with an
+// emptyDir leaves behind, until healing forgets it) is not part of the cluster's size:
+// counting it would read a pod coming back empty as a resize. One view is not enough:
+// Redis shows a node "connected" from the moment it starts a reconnect, so a dead node
+// can read connected in one view for a moment while Redis retries it.
 func (s *ClusterState) ReachableNodes() int {
 	ids := map[string]bool{}
 	for _, id := range s.IDs() {
 		ids[id] = true
 	}
-	others := map[string]bool{}
+	live := map[string]bool{} // non-member ID -> live in every view so far
 	for i := range s.Members {
 		for _, n := range s.Members[i].Nodes {
-			if !ids[n.ID] && !n.Handshake && n.Connected && !n.Fail && !n.PFail && !n.NoAddr {
-				others[n.ID] = true
+			if ids[n.ID] || n.Handshake {
+				continue
 			}
+			ok := n.Connected && !n.Fail && !n.PFail && !n.NoAddr
+			if prev, seen := live[n.ID]; seen {
+				ok = ok && prev
+			}
+			live[n.ID] = ok
 		}
 	}
-	return len(ids) + len(others)
+	others := 0
+	for _, ok := range live {
+		if ok {
+			others++
+		}
+	}
+	return len(ids) + others
 }
 
 // KnownSize is the number of nodes (handshakes aside) in the view of the first reachable

@@ -36,6 +36,13 @@ func TestReachableNodesLeavesOutUnreachableNonMembers(t *testing.T) {
 			t.Errorf("%s: %d nodes, want %d", name, got, c.want)
 		}
 	}
+	// A dead node Redis is reconnecting to reads connected in one view for a moment; the
+	// others see it disconnected. A pod evicted and back empty was read as a resize that way.
+	st := state(Node{ID: id(99), Replica: true})
+	st.Members[2].Nodes[6].Connected = true
+	if got := st.ReachableNodes(); got != 6 {
+		t.Errorf("a dead node connected in one view of six: %d nodes, want 6", got)
+	}
 }
 
 // sixNodes is a formed view of three masters (ids 1-3) and their replicas (ids 4-6, of
