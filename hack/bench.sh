@@ -4,7 +4,8 @@
 #   bootstrap: redis.Bootstrap vs redis-cli --cluster create on fresh redis-servers
 #   operator:  the whole operator on the devcluster vs redis-cli --cluster create
 #   scale:     redis.Scale vs redis-cli --cluster rebalance moving slots out to a fourth
-#              master and back, 1,000,000 keys (SCALE_KEYS), 3 rounds at least
+#              master and back, 1,000,000 keys (SCALE_KEYS), 3 rounds at least; and the
+#              whole operator scaling the demo RedisCluster 6 -> 8 -> 6 pods on the devcluster
 #   fleet:     one operator, FLEET_CLUSTERS RedisClusters (default 10, what a 2-core machine
 #              holds comfortably), idle cost over FLEET_IDLE (default 5m), change-to-action
 #   ROUNDS=5   rounds of the two Redis benchmarks
@@ -20,6 +21,6 @@ bench/bootstrap/run.sh -rounds "$rounds"
 echo "=== operator"
 bench/operator/run.sh -rounds "$rounds"
 echo "=== scale"
-bench/scale/run.sh -rounds "$(( rounds < 3 ? 3 : rounds ))" -keys "${SCALE_KEYS:-1000000}"
+bench/scale/run.sh -rounds "$(( rounds < 3 ? 3 : rounds ))" -keys "${SCALE_KEYS:-1000000}" -devcluster
 echo "=== fleet"
 bench/fleet/run.sh -clusters "${FLEET_CLUSTERS:-10}" -idle "${FLEET_IDLE:-5m}"

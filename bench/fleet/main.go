@@ -2,7 +2,8 @@
 // to form them all, the operator's RSS and CPU while they idle, the API writes and Redis
 // write commands at idle (both should be 0), the Redis commands an idle cluster costs a
 // minute, the Redis connections the operator holds, and the change-to-action latency of a
-// spec change to one cluster and of a pod deletion while the others idle.
+// spec change to one cluster and of a pod deletion while the others idle, and of the spec
+// change again while the last cluster is stuck (every redis-server of it SIGSTOPped).
 //
 // Sizes are mixed: every fifth cluster has 6 pods (3 masters, 1 replica each), the others
 // 3 masters and no replica. Each cluster has its own namespace fleet-<i>.
@@ -89,10 +90,17 @@ func runOn(ctx context.Context, s *framework.Stack, n int, idle time.Duration, s
 	if err := b.measureIdle(ctx, op.PID(), idle); err != nil {
 		return err
 	}
-	if err := b.measureSpecChange(ctx, samples); err != nil {
+	free, err := b.measureSpecChange(ctx, samples, "")
+	if err != nil {
 		return err
 	}
-	return b.measurePodDeletion(ctx, podSamples)
+	if err := b.measurePodDeletion(ctx, podSamples); err != nil {
+		return err
+	}
+	if n < 2 {
+		return nil
+	}
+	return b.measureStuck(ctx, samples, free)
 }
 
 func ns(i int) string { return fmt.Sprintf("fleet-%d", i) }
@@ -267,8 +275,8 @@ func perNodeMinute(byCommand map[string]int64, window time.Duration, nodes int) 
 }
 
 // measureSpecChange times spec.clientService.annotations changes to cluster 0 until its
-// client Service carries them.
-func (b *bench) measureSpecChange(ctx context.Context, samples int) error {
+// client Service carries them; note says what else is going on.
+func (b *bench) measureSpecChange(ctx context.Context, samples int, note string) ([]time.Duration, error) {
 	var ds []time.Duration
 	for k := 0; k < samples; k++ {
 		value := fmt.Sprintf("%d-%d", time.Now().UnixNano(), k)
@@ -279,7 +287,7 @@ func (b *bench) measureSpecChange(ctx context.Context, samples int) error {
 		u.SetName("demo")
 		start := time.Now()
 		if err := b.c.Patch(ctx, u, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
-			return fmt.Errorf("failed to patch the spec: %w", err)
+			return nil, fmt.Errorf("failed to patch the spec: %w", err)
 		}
 		for {
 			svc, err := b.cs.CoreV1().Services(ns(0)).Get(ctx, "demo-client", metav1.GetOptions{})
@@ -287,7 +295,7 @@ func (b *bench) measureSpecChange(ctx context.Context, samples int) error {
 				break
 			}
 			if time.Since(start) > time.Minute {
-				return fmt.Errorf("the client Service did not get the annotation within a minute")
+				return nil, fmt.Errorf("the client Service did not get the annotation within a minute")
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -295,8 +303,57 @@ func (b *bench) measureSpecChange(ctx context.Context, samples int) error {
 		time.Sleep(500 * time.Millisecond)
 	}
 	p50, p99 := percentiles(ds)
-	fmt.Printf("spec change to action (%d)        p50 %6.0f ms   p99 %6.0f ms   (patch to the client Service annotated)\n", len(ds), ms(p50), ms(p99))
-	return nil
+	fmt.Printf("spec change to action (%d)        p50 %6.0f ms   p99 %6.0f ms   (patch to the client Service annotated%s)\n", len(ds), ms(p50), ms(p99), note)
+	return ds, nil
+}
+
+// measureStuck stops (SIGSTOP) every redis-server of the last cluster, so its reconciles
+// wait on nodes that hold their sockets and never answer, times cluster 0's spec changes
+// again, and compares them with free, the same measure with no cluster stuck. The stopped
+// servers are resumed and the cluster waited for before it returns.
+func (b *bench) measureStuck(ctx context.Context, samples int, free []time.Duration) error {
+	stuckNS := ns(b.n - 1)
+	pods, err := b.s.Pods(ctx, stuckNS, "")
+	if err != nil {
+		return err
+	}
+	var pids []int
+	for _, p := range pods {
+		pid, err := b.s.PodPID(stuckNS, p.Name)
+		if err != nil {
+			return err
+		}
+		pids = append(pids, pid)
+	}
+	resume := func() {
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}
+	defer resume()
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			return fmt.Errorf("failed to stop redis-server %d of %s: %w", pid, stuckNS, err)
+		}
+	}
+	time.Sleep(5 * time.Second) // its next reconciles start waiting on the stopped nodes
+	stuck, err := b.measureSpecChange(ctx, samples, ", "+stuckNS+" stopped")
+	if err != nil {
+		return err
+	}
+	f50, f99 := percentiles(free)
+	s50, s99 := percentiles(stuck)
+	fmt.Printf("with one cluster stuck            p50 %+5.1f%%   p99 %+5.1f%%   (change against no cluster stuck)\n",
+		100*(ms(s50)/ms(f50)-1), 100*(ms(s99)/ms(f99)-1))
+	resume()
+	deadline := time.Now().Add(3 * time.Minute)
+	for time.Now().Before(deadline) {
+		if ph, err := b.phase(ctx, b.n-1); err == nil && ph == "Running" {
+			return nil
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return fmt.Errorf("%s not Running within 3 minutes of its servers resuming", stuckNS)
 }
 
 // measurePodDeletion deletes a replica pod of cluster 0 (6 pods) and times until the

@@ -1,6 +1,8 @@
 // Command scale measures how fast slots and their keys move when a Redis Cluster of 3
 // masters grows to 4 and shrinks back, by `redis-cli --cluster rebalance` and by the
-// operator's redis.Scale, side by side in the same run on plain redis-server processes.
+// operator's redis.Scale, side by side in the same run on plain redis-server processes,
+// and (-devcluster) by the whole operator on the devcluster: `kubectl scale rec/demo`
+// 6 → 8 → 6 pods, 3 masters with a replica each growing to 4 (devcluster.go).
 //
 // Each round and each method gets 4 fresh servers: 3 masters formed, N keys loaded, an
 // empty fourth master met. The scale-out is `redis-cli --cluster rebalance
@@ -44,38 +46,68 @@ func main() {
 	flag.StringVar(&cfg.redisCli, "redis-cli", "/usr/bin/redis-cli", "redis-cli binary")
 	flag.BoolVar(&verbose, "v", false, "print every operator step")
 	only := flag.String("only", "", "run only this method (redis-cli or operator), e.g. to profile it")
+	onDevcluster := flag.Bool("devcluster", false, "also scale the demo RedisCluster 6 -> 8 -> 6 pods through the operator on the devcluster")
 	flag.Parse()
+	if *onDevcluster {
+		err := withDevcluster(context.Background(), func(d *devcluster) error {
+			return runAll(cfg, *rounds, *only, d)
+		})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench/scale:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := runAll(cfg, *rounds, *only, nil); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/scale:", err)
+		os.Exit(1)
+	}
+}
+
+// runAll runs the rounds of every method (and of the devcluster side when d is set), and
+// reports; it fails on the first error or lost key.
+func runAll(cfg config, rounds int, only string, d *devcluster) error {
 
 	methods := []method{{"redis-cli", cliOut, cliIn}, {"operator", opOut, opIn}}
-	if *only != "" {
-		methods = filter(methods, *only)
+	if only != "" {
+		methods = filter(methods, only)
 	}
 	perSlot := keysPerSlot(cfg.keys)
 	var all []result
 	writes := 0
-	for r := 1; r <= *rounds; r++ {
+	for r := 1; r <= rounds; r++ {
 		order := methods
 		if r%2 == 0 { // alternate who goes first: neither always runs on a warmer machine
 			order = reversed(methods)
 		}
+		var byMethod [][]result
 		for _, m := range order {
 			res, err := runRound(context.Background(), cfg, m, perSlot, &writes)
 			if err != nil {
-				fmt.Fprintf(os.Stderr, "round %d %s: %v\n", r, m.name, err)
-				os.Exit(1)
+				return fmt.Errorf("round %d %s: %w", r, m.name, err)
 			}
+			byMethod = append(byMethod, res)
+		}
+		if d != nil {
+			res, err := d.round(context.Background(), cfg, r)
+			if err != nil {
+				return fmt.Errorf("round %d %s: %w", r, devclusterMethod, err)
+			}
+			byMethod = append(byMethod, res)
+		}
+		for _, res := range byMethod {
 			for _, x := range res {
 				x.round = r
 				all = append(all, x)
 				x.print()
 				if x.lost > 0 {
-					fmt.Fprintf(os.Stderr, "round %d %s %s: %d keys lost\n", r, x.method, x.dir, x.lost)
-					os.Exit(1)
+					return fmt.Errorf("round %d %s %s: %d keys lost", r, x.method, x.dir, x.lost)
 				}
 			}
 		}
 	}
 	report(all)
+	return nil
 }
 
 // method moves the slots out (to the fourth master) and in (off it again).
@@ -293,17 +325,20 @@ func report(all []result) {
 				cpus[r.method] = append(cpus[r.method], float64(r.cpu.Microseconds())/float64(max(r.moved, 1)))
 			}
 		}
-		fmt.Printf("\nscale-%s, median of %d rounds   keys/s   longest gap   redis CPU µs/key\n", dir, len(rates["operator"]))
-		for _, m := range []string{"redis-cli", "operator"} {
+		fmt.Printf("\nscale-%s, median of %d rounds   keys/s   longest gap   redis CPU µs/key\n", dir, max(len(rates["operator"]), len(rates["redis-cli"])))
+		for _, m := range []string{"redis-cli", "operator", devclusterMethod} {
 			if len(rates[m]) > 0 {
 				fmt.Printf("%-30s %8.0f %10.0f ms %12.1f\n", m, median(rates[m]), maxOf(gaps[m]), median(cpus[m]))
 			}
 		}
-		if len(rates["redis-cli"]) > 0 && len(rates["operator"]) > 0 {
-			fmt.Printf("%-30s %8.2f\n", "ratio operator/redis-cli", median(rates["operator"])/median(rates["redis-cli"]))
+		for _, m := range []string{"operator", devclusterMethod} {
+			if len(rates["redis-cli"]) == 0 || len(rates[m]) == 0 {
+				continue
+			}
+			fmt.Printf("%-30s %8.2f\n", "ratio "+m+"/redis-cli", median(rates[m])/median(rates["redis-cli"]))
 			var per []string
 			for _, r := range all {
-				if r.dir == dir && r.method == "operator" {
+				if r.dir == dir && r.method == m {
 					for _, q := range all {
 						if q.dir == dir && q.method == "redis-cli" && q.round == r.round {
 							per = append(per, fmt.Sprintf("%.2f", r.rate()/q.rate()))
@@ -311,7 +346,7 @@ func report(all []result) {
 					}
 				}
 			}
-			fmt.Printf("%-30s %s\n", "ratio per round", strings.Join(per, " "))
+			fmt.Printf("%-30s %s\n", "  per round", strings.Join(per, " "))
 		}
 	}
 }

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
+	"github.com/hc-middleware/redis-cluster-operator/test/e2e/framework"
+)
+
+// The devcluster side: the whole operator, as a user drives it. The demo RedisCluster (6
+// pods: 3 masters, a replica each) is loaded with the same number of 64-byte values, then
+// `kubectl scale rec/demo --replicas=8` and back to 6, with the e2e suite's writer running
+// through each. A move is timed from the kubectl command to the phase Running again (new
+// pods starting included), and every loaded key and acknowledged write is read back.
+
+const devclusterMethod = "devcluster"
+
+// devcluster runs the rounds of the devcluster side on one devcluster with one operator.
+type devcluster struct {
+	s      *framework.Stack
+	sample string
+}
+
+// withDevcluster starts (or reuses) the devcluster, installs the CRD, runs the operator as
+// its own process and calls body.
+func withDevcluster(ctx context.Context, body func(*devcluster) error) error {
+	return framework.WithCRD(ctx, func(s *framework.Stack) error {
+		op, err := s.StartOperator("--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		defer op.Stop()
+		fmt.Printf("devcluster: operator pid %d, logs in %s\n", op.PID(), op.Logs)
+		return body(&devcluster{s: s, sample: filepath.Join(s.Root, "config", "samples", "redis_v1alpha1_rediscluster.yaml")})
+	})
+}
+
+// round forms the demo cluster in a namespace of its own, loads it, and times the
+// scale-out to 8 pods and the scale-in back to 6.
+func (d *devcluster) round(ctx context.Context, cfg config, r int) ([]result, error) {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
+	defer cancel()
+	ns := fmt.Sprintf("bench-scale-%d-%d", time.Now().Unix(), r)
+	obj, err := d.demoIn(ns)
+	if err != nil {
+		return nil, err
+	}
+	deleteNS, err := d.s.CreateNamespace(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	defer deleteNS()
+	if _, err := d.s.ApplyYAML(ctx, ns, obj); err != nil {
+		return nil, err
+	}
+	if err := d.s.WaitForPhase(ctx, ns, "demo", "Running", 5*time.Minute); err != nil {
+		return nil, err
+	}
+	router := d.s.RouterFor(ns, "demo", "")
+	defer router.Close()
+	if err := router.Load(ctx, "pre", cfg.keys); err != nil {
+		return nil, fmt.Errorf("failed to load keys: %w", err)
+	}
+	loaded := make([]string, cfg.keys)
+	perSlot := make([]int, topology.SlotCount)
+	for i := range loaded {
+		loaded[i] = "pre:" + strconv.Itoa(i)
+		perSlot[framework.KeySlot(loaded[i])]++
+	}
+	var out []result
+	for _, m := range []struct {
+		dir  string
+		pods int
+	}{{"out", 8}, {"in", 6}} {
+		res, err := d.move(ctx, ns, router, m.pods, loaded, perSlot)
+		if err != nil {
+			return out, fmt.Errorf("scale-%s: %w", m.dir, err)
+		}
+		res.method, res.dir = devclusterMethod, m.dir
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+// demoIn is the sample in namespace ns, with maxmemory raised so the keys fit three
+// masters with the capacity check's headroom.
+func (d *devcluster) demoIn(ns string) (string, error) {
+	b, err := os.ReadFile(d.sample)
+	if err != nil {
+		return "", fmt.Errorf("failed to read the sample: %w", err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(b, &u.Object); err != nil {
+		return "", fmt.Errorf("failed to parse the sample %s: %w", d.sample, err)
+	}
+	u.SetNamespace(ns)
+	pods, _, _ := unstructured.NestedSlice(u.Object, "spec", "pod")
+	pod := pods[0].(map[string]any)
+	pod["env"] = []any{map[string]any{"name": "MAXMEMORY", "value": "1gb"}}
+	delete(pod, "resources")
+	if err := unstructured.SetNestedSlice(u.Object, pods, "spec", "pod"); err != nil {
+		return "", err
+	}
+	out, err := yaml.Marshal(u.Object)
+	return string(out), err
+}
+
+// move scales the cluster to pods with the writer running and measures it.
+func (d *devcluster) move(ctx context.Context, ns string, router *framework.Router, pods int, loaded []string, perSlot []int) (result, error) {
+	var res result
+	before, err := owners(ctx, router)
+	if err != nil {
+		return res, err
+	}
+	cpu := d.startCPU(ctx, ns)
+	w, err := router.StartWriter(ctx, fmt.Sprintf("w%d", pods))
+	if err != nil {
+		return res, err
+	}
+	time.Sleep(500 * time.Millisecond) // a baseline of writes before the move
+	start := time.Now()
+	if out, err := d.s.Kubectl("-n", ns, "scale", "rec/demo", fmt.Sprintf("--replicas=%d", pods)); err != nil {
+		w.Stop()
+		return res, fmt.Errorf("kubectl scale: %w: %s", err, out)
+	}
+	if err := d.waitScaled(ctx, ns); err != nil {
+		w.Stop()
+		return res, err
+	}
+	res.took = time.Since(start)
+	rep := w.Stop()
+	res.cpu = cpu()
+	res.gap, res.acked, res.failed = rep.LongestGap, rep.Acked, rep.Failed
+	after, err := owners(ctx, router)
+	if err != nil {
+		return res, err
+	}
+	for s := range before {
+		if before[s] != after[s] {
+			res.moved += perSlot[s]
+		}
+	}
+	lost, err := router.Missing(ctx, append(append([]string(nil), loaded...), w.Acked()...))
+	if err != nil {
+		return res, err
+	}
+	res.lost = len(lost)
+	return res, nil
+}
+
+// waitScaled waits until the phase has left Running (the operator saw the new size) and
+// is Running again.
+func (d *devcluster) waitScaled(ctx context.Context, ns string) error {
+	left := false
+	for {
+		u, err := d.s.GetRedisCluster(ctx, ns, "demo")
+		if err == nil {
+			phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+			left = left || phase != "Running"
+			if left && phase == "Running" {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not Running again: %w", ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// owners maps every slot to its owner's address.
+func owners(ctx context.Context, r *framework.Router) ([]string, error) {
+	if err := r.Refresh(ctx); err != nil {
+		return nil, err
+	}
+	out := make([]string, topology.SlotCount)
+	for s := range out {
+		out[s] = r.Owner(s)
+	}
+	return out, nil
+}
+
+// startCPU samples the CPU time of every redis-server of the namespace's pods every
+// 200 ms, so a process that starts or goes during the move is counted while it ran (up to
+// its last sample); the returned function stops sampling and gives the total used since
+// the start.
+func (d *devcluster) startCPU(ctx context.Context, ns string) func() time.Duration {
+	var mu sync.Mutex
+	first, last := map[int]time.Duration{}, map[int]time.Duration{}
+	started := false
+	sample := func() {
+		ps, err := d.s.Pods(ctx, ns, "")
+		if err != nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, p := range ps {
+			pid, err := d.s.PodPID(ns, p.Name)
+			if err != nil {
+				continue
+			}
+			t, err := procCPU(pid)
+			if err != nil {
+				continue
+			}
+			if _, ok := first[pid]; !ok && !started {
+				first[pid] = t // a process started during the move counts from 0
+			}
+			last[pid] = t
+		}
+		started = true
+	}
+	sample()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+				sample()
+			}
+		}
+	}()
+	return func() time.Duration {
+		close(stop)
+		<-done
+		sample()
+		mu.Lock()
+		defer mu.Unlock()
+		var sum time.Duration
+		for pid, t := range last {
+			sum += t - first[pid]
+		}
+		return sum
+	}
+}
