@@ -5,7 +5,6 @@ package controller
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -103,24 +102,11 @@ func New(mgr manager.Manager, renderer *render.Renderer, opts Options) *Reconcil
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// userConfigIndex indexes RedisClusters by the user ConfigMap spec.pod[0].configmap names.
-const userConfigIndex = "spec.pod.configmap"
-
 // SetupWithManager watches RedisClusters, the objects they own, their pods (pods are owned
 // by the StatefulSet, so they are mapped to their cluster by label) and the user ConfigMaps
 // they name, so an edit of one reaches the nodes at once (live, or by a roll). ConfigMaps
 // are cached anyway for the ones the operator owns, so this watch costs no memory.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	err := mgr.GetFieldIndexer().IndexField(context.Background(), &redisv1alpha1.RedisCluster{}, userConfigIndex,
-		func(o client.Object) []string {
-			if name := o.(*redisv1alpha1.RedisCluster).Spec.PodTemplate().ConfigMap; name != "" {
-				return []string{name}
-			}
-			return nil
-		})
-	if err != nil {
-		return fmt.Errorf("failed to index RedisClusters by user ConfigMap: %w", err)
-	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&redisv1alpha1.RedisCluster{}).
 		Owns(&appsv1.StatefulSet{}).
@@ -143,16 +129,19 @@ func podToCluster(_ context.Context, o client.Object) []reconcile.Request {
 }
 
 // clustersNaming maps a ConfigMap to the RedisClusters of its namespace whose
-// spec.pod[0].configmap names it.
+// spec.pod[0].configmap names it. It lists from the cache, and a namespace holds few
+// clusters; a field index would need the CRD installed before the operator starts.
 func (r *Reconciler) clustersNaming(ctx context.Context, o client.Object) []reconcile.Request {
 	var list redisv1alpha1.RedisClusterList
-	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{userConfigIndex: o.GetName()}); err != nil {
-		log.FromContext(ctx).Error(err, "Failed to list the RedisClusters naming a ConfigMap", "ConfigMap", klog.KObj(o))
+	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+		log.FromContext(ctx).Error(err, "Failed to list the RedisClusters that may name a ConfigMap", "ConfigMap", klog.KObj(o))
 		return nil
 	}
-	out := make([]reconcile.Request, 0, len(list.Items))
+	var out []reconcile.Request
 	for i := range list.Items {
-		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		if list.Items[i].Spec.PodTemplate().ConfigMap == o.GetName() {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
 	}
 	return out
 }
