@@ -12,6 +12,7 @@ import (
 	goredis "github.com/go-redis/redis/v8"
 	. "github.com/onsi/gomega"
 
+	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 	"github.com/hc-middleware/redis-cluster-operator/redis"
 	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
@@ -207,9 +208,11 @@ func TestFaultNewMasterDeletedMidMigration(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Not merely Running: the phase may reach Running before Redis has noticed the
-	// deleted node. Healed is the pod back, formed, and no node flagged failing anywhere.
-	healed(ctx, t, f.ns, "demo", old, deleted, 5*time.Minute)
-	expectShape(ctx, t, f.ns, "demo", 8, 4, 4096)
+	// deleted node. Healed is the pod back, Running, no node flagged failing anywhere, and
+	// 8 pods in 4 shards of 4096 slots.
+	healedAs(ctx, t, f.ns, "demo", old, deleted, 5*time.Minute, func(g Gomega, _ *redisv1alpha1.RedisCluster) {
+		expectShapeG(ctx, g, f.ns, "demo", 8, 4, 4096)
+	})
 	f.finish("new master's pod deleted mid-migration (6->8)", 0, time.Since(start))
 }
 

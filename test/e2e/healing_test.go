@@ -76,10 +76,19 @@ func podIPs(ctx context.Context, t *testing.T, ns, name string) map[string]strin
 	return out
 }
 
-// healed waits until every named pod is back at a new address, the cluster is formed
-// again (expectFormed), Running, and every node knows exactly the 6 nodes, none flagged
-// failing; it returns how long that took from `since`.
+// healed waits until every named pod is back at a new address, the demo cluster (6 pods,
+// 3 masters) is formed again (expectFormed), Running, and every node knows exactly the
+// cluster's nodes, none flagged failing; it returns how long that took from `since`.
 func healed(ctx context.Context, t *testing.T, ns, name string, old map[string]string, since time.Time, within time.Duration) time.Duration {
+	t.Helper()
+	return healedAs(ctx, t, ns, name, old, since, within, func(g Gomega, rc *redisv1alpha1.RedisCluster) {
+		expectFormed(ctx, g, ns, name, rc)
+	})
+}
+
+// healedAs is healed with the formed check of the caller's shape.
+func healedAs(ctx context.Context, t *testing.T, ns, name string, old map[string]string, since time.Time, within time.Duration,
+	formed func(Gomega, *redisv1alpha1.RedisCluster)) time.Duration {
 	t.Helper()
 	NewWithT(t).Eventually(func(g Gomega) {
 		now := podIPs(ctx, t, ns, name)
@@ -89,7 +98,7 @@ func healed(ctx context.Context, t *testing.T, ns, name string, old map[string]s
 		}
 		rc := getCluster(ctx, t, ns, name)
 		g.Expect(rc.Status.Phase).To(Equal(redisv1alpha1.PhaseRunning))
-		expectFormed(ctx, g, ns, name, rc)
+		formed(g, rc)
 		for pod, ip := range now {
 			c := framework.NodeClient(ip, "")
 			text, err := c.ClusterNodes(ctx).Result()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
@@ -78,36 +79,44 @@ func resize(ctx context.Context, t *testing.T, ns, name string, n int) time.Dura
 func expectShape(ctx context.Context, t *testing.T, ns, name string, pods, masters, share int) {
 	t.Helper()
 	NewWithT(t).Eventually(func(g Gomega) {
-		ps, err := stack.Pods(ctx, ns, selectorOf(name))
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(ps).To(HaveLen(pods))
-		for _, p := range ps {
-			c := framework.NodeClient(p.Status.PodIP, "")
-			text, err := c.ClusterNodes(ctx).Result()
-			c.Close()
-			g.Expect(err).NotTo(HaveOccurred())
-			nodes, err := topology.ParseClusterNodes(text)
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(nodes).To(HaveLen(pods), "CLUSTER NODES on %s", p.Name)
-			replicas, ms := map[string]int{}, 0
-			for _, n := range nodes {
-				g.Expect(n.Migrating).To(BeEmpty())
-				g.Expect(n.Importing).To(BeEmpty())
-				if n.Replica {
-					replicas[n.MasterID]++
-				}
-			}
-			for _, n := range nodes {
-				if n.Master && len(n.Slots) > 0 {
-					ms++
-					g.Expect(n.Slots.Count()).To(BeNumerically("~", share, 1), "slots of %s", n.ID)
-					g.Expect(replicas[n.ID]).To(Equal(1), "replicas of %s", n.ID)
-				}
-			}
-			g.Expect(ms).To(Equal(masters))
-		}
-		rc := getCluster(ctx, t, ns, name)
-		g.Expect(rc.Status.Phase).To(Equal(redisv1alpha1.PhaseRunning))
-		g.Expect(rc.Status.Masters).To(BeEquivalentTo(masters))
+		expectShapeG(ctx, g, ns, name, pods, masters, share)
 	}, time.Minute, time.Second).Should(Succeed())
+}
+
+// expectShapeG is expectShape's check, once.
+func expectShapeG(ctx context.Context, g Gomega, ns, name string, pods, masters, share int) {
+	ps, err := stack.Pods(ctx, ns, selectorOf(name))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ps).To(HaveLen(pods))
+	for _, p := range ps {
+		c := framework.NodeClient(p.Status.PodIP, "")
+		text, err := c.ClusterNodes(ctx).Result()
+		c.Close()
+		g.Expect(err).NotTo(HaveOccurred())
+		nodes, err := topology.ParseClusterNodes(text)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(nodes).To(HaveLen(pods), "CLUSTER NODES on %s", p.Name)
+		replicas, ms := map[string]int{}, 0
+		for _, n := range nodes {
+			g.Expect(n.Migrating).To(BeEmpty())
+			g.Expect(n.Importing).To(BeEmpty())
+			if n.Replica {
+				replicas[n.MasterID]++
+			}
+		}
+		for _, n := range nodes {
+			if n.Master && len(n.Slots) > 0 {
+				ms++
+				g.Expect(n.Slots.Count()).To(BeNumerically("~", share, 1), "slots of %s", n.ID)
+				g.Expect(replicas[n.ID]).To(Equal(1), "replicas of %s", n.ID)
+			}
+		}
+		g.Expect(ms).To(Equal(masters))
+	}
+	rc, err := stack.GetRedisCluster(ctx, ns, name)
+	g.Expect(err).NotTo(HaveOccurred())
+	phase, _, _ := unstructured.NestedString(rc.Object, "status", "phase")
+	got, _, _ := unstructured.NestedInt64(rc.Object, "status", "masters")
+	g.Expect(phase).To(Equal(string(redisv1alpha1.PhaseRunning)))
+	g.Expect(got).To(BeEquivalentTo(masters))
 }
