@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -209,6 +210,9 @@ func (s *Server) waitReady(cfg Config, within time.Duration) error {
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		err := c.Ping(ctx).Err()
+		if err == nil {
+			err = s.answeredByUs(ctx, c)
+		}
 		cancel()
 		if err == nil {
 			return nil
@@ -223,6 +227,23 @@ func (s *Server) waitReady(cfg Config, within time.Duration) error {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// answeredByUs makes sure the server that answered is this process, not another test
+// process' server that took the port between freePortPair and this one's bind: this
+// process then exits, and without the check the caller would drive a stranger's node.
+func (s *Server) answeredByUs(ctx context.Context, c *goredis.Client) error {
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return err
+	}
+	want := "process_id:" + strconv.Itoa(s.cmd.Process.Pid)
+	for _, line := range strings.Split(info, "\n") {
+		if strings.TrimSpace(line) == want {
+			return nil
+		}
+	}
+	return fmt.Errorf("port %s is held by another redis-server", s.Addr)
 }
 
 // PID is the server's process ID, 0 once stopped: benchmarks read its CPU time from /proc.
