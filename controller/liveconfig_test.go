@@ -103,7 +103,7 @@ func TestLiveConfiguration(t *testing.T) {
 	g.Expect(configOn(t, servers, "maxmemory")).To(HaveEach("104857600"))
 	got := get(t, rc)
 	g.Expect(got.Status.LiveConfig).NotTo(BeNil())
-	g.Expect(got.Status.LiveConfig.Settings).To(Equal(map[string]string{"maxmemory": "100mb", "maxmemory-policy": "allkeys-lru"}))
+	g.Expect(got.Status.LiveConfig.Settings).To(Equal(map[string]string{"maxmemory": "100mb", "maxmemory-policy": "allkeys-lru", "repl-diskless-sync-delay": "0"}))
 	g.Expect(got.Status.LiveConfig.Nodes).To(HaveLen(6))
 	g.Expect(configuredCondition(t, rc).Status).To(Equal(metav1.ConditionTrue))
 	sts := liveStatefulSet(t, rc)
@@ -126,7 +126,8 @@ func TestLiveConfiguration(t *testing.T) {
 	g.Expect(c.Reason).To(Equal(ConfiguredLive))
 	g.Expect(c.Message).To(And(ContainSubstring("maxmemory"), ContainSubstring("hz"), ContainSubstring("no restart")))
 	g.Expect(h.events()).To(ContainElement(And(ContainSubstring(ReasonConfigApplied), ContainSubstring(`maxmemory-policy "volatile-lru"`))))
-	g.Expect(h.redis.Count("config set")).To(Equal(3*2+6*3), "3 settings tried on one node and set back, then set on each of 6 nodes, once")
+	// The 3 changed settings and the rendered default repl-diskless-sync-delay go together.
+	g.Expect(h.redis.Count("config set")).To(Equal(4*2+6*4), "4 settings tried on one node and set back, then set on each of 6 nodes, once")
 
 	// An unchanged cluster sends no CONFIG command.
 	h.redis.Reset()
@@ -164,7 +165,7 @@ func TestLiveConfiguration(t *testing.T) {
 	h.redis.Reset()
 	h.reconcile(rc)
 	g.Expect(configOn(t, servers, "maxmemory")).To(HaveEach("314572800"))
-	g.Expect(h.redis.Count("config set")).To(Equal(2), "maxmemory and maxmemory-policy on demo-2 alone")
+	g.Expect(h.redis.Count("config set")).To(Equal(3), "maxmemory, maxmemory-policy and repl-diskless-sync-delay on demo-2 alone")
 	g.Expect(get(t, rc).Status.LiveConfig.Nodes).To(ContainElement(HavePrefix("demo-2/")))
 	g.Expect(strings.Join(get(t, rc).Status.LiveConfig.Nodes, " ")).To(ContainSubstring("/1"))
 

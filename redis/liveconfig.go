@@ -42,6 +42,7 @@ var LiveDirectives = []LiveDirective{
 	{"min-replicas-to-write", "0"},
 	{"notify-keyspace-events", ""},
 	{"repl-backlog-size", "1048576"},
+	{"repl-diskless-sync-delay", "5"},
 	{"repl-timeout", "60"},
 	{"slowlog-log-slower-than", "10000"},
 	{"slowlog-max-len", "128"},

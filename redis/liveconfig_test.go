@@ -27,6 +27,7 @@ var liveSamples = map[string]string{
 	"min-replicas-to-write":     "1",
 	"notify-keyspace-events":    "xE",
 	"repl-backlog-size":         "2097152",
+	"repl-diskless-sync-delay":  "2",
 	"repl-timeout":              "30",
 	"slowlog-log-slower-than":   "5000",
 	"slowlog-max-len":           "256",
