@@ -151,7 +151,7 @@ func (r *Reconciler) reconcileScale(ctx context.Context, s *scope) (ctrl.Result,
 		}
 		r.Recorder.Eventf(rc, "Normal", ReasonApplied, "Shrank StatefulSet %s to %d pods", rc.Name, desired)
 	}
-	if p.Remaining > 0 || len(p.Actions) > 0 || p.MovedSlots > 0 {
+	if p.Remaining > 0 || changed(p.Actions) || p.MovedSlots > 0 {
 		return ctrl.Result{RequeueAfter: requeueNext}, nil
 	}
 	return ctrl.Result{RequeueAfter: requeueSoon}, nil

@@ -85,10 +85,13 @@ func Scale(ctx context.Context, f Factory, members []topology.Member, req ScaleR
 			return ScaleProgress{Phase: topology.PhaseForgetting, Actions: forgets}, newExecutor(f).execute(ctx, st, forgets)
 		}
 	}
-	// MIGRATE needs the target's cluster_state ok (a fresh node reports fail for a moment
-	// after it learns the slots), and SETSLOT NODE needs every node to know the target.
+	// MIGRATE needs the target's cluster_state ok, and SETSLOT NODE needs every node to
+	// know the target. A new master reports fail for 2 s after it starts and, if by then it
+	// knows no slot owner, for the rejoin delay (min(node timeout, 5 s)) after it learns
+	// one: so a member seen stale re-announces itself at once rather than at its next ping.
 	if !st.AllMet() || !st.Agreed() || !st.ClusterOK() {
-		return ScaleProgress{Phase: topology.PhaseConverging}, nil
+		acts := topology.PlanReannounce(st, nil)
+		return ScaleProgress{Phase: topology.PhaseConverging, Actions: acts}, newExecutor(f).execute(ctx, st, acts)
 	}
 	if act, ok := topology.SpareReplicaToRelease(st, req.Shape()); ok {
 		return releaseReplica(ctx, f, st, act)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -132,7 +133,7 @@ func (d *devcluster) move(ctx context.Context, ns string, router *framework.Rout
 		w.Stop()
 		return res, fmt.Errorf("kubectl scale: %w: %s", err, out)
 	}
-	if err := d.waitScaled(ctx, ns); err != nil {
+	if err := d.waitScaled(ctx, ns, start); err != nil {
 		w.Stop()
 		return res, err
 	}
@@ -158,13 +159,21 @@ func (d *devcluster) move(ctx context.Context, ns string, router *framework.Rout
 }
 
 // waitScaled waits until the phase has left Running (the operator saw the new size) and
-// is Running again.
-func (d *devcluster) waitScaled(ctx context.Context, ns string) error {
+// is Running again. It prints when the phase, the reason or the progress summary changed,
+// from start: where the time of a move goes.
+func (d *devcluster) waitScaled(ctx context.Context, ns string, start time.Time) error {
 	left := false
+	last := ""
 	for {
 		u, err := d.s.GetRedisCluster(ctx, ns, "demo")
 		if err == nil {
 			phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+			reason, _, _ := unstructured.NestedString(u.Object, "status", "reason")
+			summary, _, _ := unstructured.NestedString(u.Object, "status", "progress", "summary")
+			if now := strings.TrimSpace(phase + " " + reason + " " + summary); now != last {
+				fmt.Printf("  %6.2fs  %s\n", time.Since(start).Seconds(), now)
+				last = now
+			}
 			left = left || phase != "Running"
 			if left && phase == "Running" {
 				return nil

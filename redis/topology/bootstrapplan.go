@@ -425,8 +425,22 @@ func planLinks(st *ClusterState, p Plan) ([]Action, string) {
 		}
 	}
 	// Step 5: a settled member seen stale by a member that knows it re-announces itself.
+	acts = append(acts, PlanReannounce(st, func(i int) bool { return settled[i] })...)
+	return acts, phase
+}
+
+// PlanReannounce has each member i (for which announce(i) holds; nil: every member) that
+// another member j knows, but sees with another role, master or slots than i's own view,
+// re-announce itself to j with a MEET. Redis skips the header of the packet that completes
+// a handshake, so a freshly met node learns a member's role and slots only from that
+// member's next ping, up to node-timeout/2 later; a MEET from a node j already knows is
+// processed like a ping and carries them at once. It changes no one's configuration: a
+// claim older than j's view loses to j's config epoch as any ping's would.
+func PlanReannounce(st *ClusterState, announce func(int) bool) []Action {
+	ids := st.IDs()
+	var acts []Action
 	for i := range st.Members {
-		if !settled[i] {
+		if announce != nil && !announce(i) {
 			continue
 		}
 		self := st.Members[i].Self()
@@ -444,7 +458,7 @@ func planLinks(st *ClusterState, p Plan) ([]Action, string) {
 			}
 		}
 	}
-	return acts, phase
+	return acts
 }
 
 func memberList(st *ClusterState) []Member {

@@ -2,6 +2,7 @@ package topology
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -181,5 +182,56 @@ func TestPlanHealWaitsForUnreachable(t *testing.T) {
 	st.Members[2].Err, st.Members[2].Nodes = fmt.Errorf("refused"), nil
 	if p := PlanHeal(st, 3, 1, nil); len(p.Actions) != 0 || p.Phase != PhaseWaitingForPods {
 		t.Fatalf("plan %+v", p)
+	}
+}
+
+// A fresh node that has just completed its handshakes knows the members by ID only: the
+// members whose role or slots it sees wrong re-announce themselves to it, and nobody
+// else does; once its view is right, nothing is planned.
+func TestPlanReannounce(t *testing.T) {
+	st := formedState()
+	if acts := PlanReannounce(st, nil); len(acts) != 0 {
+		t.Fatalf("a formed cluster re-announces: %v", Messages(acts))
+	}
+	replaceMember(st, 1)
+	learnAll(st, 1)
+	fresh := &st.Members[1]
+	for k := range fresh.Nodes {
+		if n := &fresh.Nodes[k]; !n.Myself { // as after the handshake: the ID, no slots, no master
+			n.Slots, n.MasterID = nil, ""
+		}
+	}
+	for j := range st.Members { // everyone forgot the failed old node
+		if j != 1 {
+			st.Members[j].Nodes = slices.DeleteFunc(st.Members[j].Nodes, func(n Node) bool { return n.ID == fmt.Sprintf("%040x", 2) })
+		}
+	}
+	got := map[string]bool{}
+	for _, a := range PlanReannounce(st, nil) {
+		if a.Kind != ActionMeet || !a.Refresh || a.Target != 1 || a.TargetAddr != fresh.Addr {
+			t.Errorf("unexpected action %+v", a)
+		}
+		got[st.Members[a.Member].Pod] = true
+	}
+	// demo-0 and demo-2 own slots, demo-3..5 have a master the fresh node does not know.
+	for _, pod := range []string{"demo-0", "demo-2", "demo-3", "demo-4", "demo-5"} {
+		if !got[pod] {
+			t.Errorf("%s does not re-announce itself to the fresh node; got %v", pod, got)
+		}
+	}
+	if only := PlanReannounce(st, func(i int) bool { return i == 0 }); len(only) != 1 || only[0].Member != 0 {
+		t.Errorf("announce(i) does not restrict who re-announces: %v", Messages(only))
+	}
+	learnAll(st, 1)
+	for j := range st.Members {
+		if j == 1 {
+			continue
+		}
+		self := *st.Members[j].Self()
+		self.Myself = false
+		*fresh.Find(self.ID) = self
+	}
+	if acts := PlanReannounce(st, nil); len(acts) != 0 {
+		t.Errorf("views that agree re-announce: %v", Messages(acts))
 	}
 }
