@@ -98,8 +98,6 @@ func (r *Reconciler) act(ctx context.Context, s *scope) (ctrl.Result, error) {
 	return action(r, ctx, s)
 }
 
-// recordActions emits one Normal event per kind of Redis write, listing what was done,
-// rather than one per command (a 6-node bootstrap sends dozens of MEETs).
 // changed reports whether acts hold one that changes the cluster: a re-announcing MEET
 // alone does not, and is no reason to look again at once.
 func changed(acts []topology.Action) bool {
@@ -111,6 +109,8 @@ func changed(acts []topology.Action) bool {
 	return false
 }
 
+// recordActions emits one Normal event per kind of Redis write, listing what was done,
+// rather than one per command (a 6-node bootstrap sends dozens of MEETs).
 func (r *Reconciler) recordActions(s *scope, acts []topology.Action) {
 	byKind := map[topology.ActionKind][]string{}
 	var kinds []topology.ActionKind
