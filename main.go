@@ -21,11 +21,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 	"github.com/hc-middleware/redis-cluster-operator/controller"
+	"github.com/hc-middleware/redis-cluster-operator/metricsauth"
 	"github.com/hc-middleware/redis-cluster-operator/render"
 )
 
@@ -86,9 +86,9 @@ func parseFlags() *options {
 	return o
 }
 
-// metricsOptions serves the metrics over HTTPS behind controller-runtime's
-// authentication and authorization filter (the scraper needs a token allowed to GET
-// /metrics: ClusterRole metrics-reader), or over plain HTTP with --metrics-secure=false.
+// metricsOptions serves the metrics over HTTPS behind the metricsauth filter (the scraper
+// needs a token allowed to GET /metrics: ClusterRole metrics-reader), or over plain HTTP
+// with --metrics-secure=false.
 func metricsOptions(o *options) metricsserver.Options {
 	if !o.metricsSecure {
 		return metricsserver.Options{BindAddress: o.metricsAddr}
@@ -96,7 +96,7 @@ func metricsOptions(o *options) metricsserver.Options {
 	return metricsserver.Options{
 		BindAddress:    o.metricsAddr,
 		SecureServing:  true,
-		FilterProvider: filters.WithAuthenticationAndAuthorization,
+		FilterProvider: metricsauth.Filter,
 		CertDir:        o.metricsCertDir,
 		// HTTP/1.1 only: HTTP/2's stream reset and rapid reset floods
 		// (CVE-2023-44487, CVE-2023-39325) need no credentials to reach the server.
