@@ -3,21 +3,22 @@ package render
 import (
 	"crypto/sha256"
 	"sync"
-
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // maxCachedRenders bounds the cache: one entry per distinct (spec, redis.conf) seen
 // recently. Past it the cache starts over; more clusters than this only cost misses.
 const maxCachedRenders = 256
 
-// renderCache remembers the objects of recent renders by a hash of their input. The
-// operator renders the same unchanged CR on every reconcile, and a CUE evaluation
-// costs milliseconds where a copy costs microseconds (docs/templates.md has figures).
-// Rendering is a pure function of the input, so a hit is exactly what a render gives.
+// renderCache remembers the objects of recent renders by a hash of their input, as the
+// JSON the template produced. The operator renders the same unchanged CR on every
+// reconcile, and a CUE evaluation costs milliseconds where decoding the JSON again costs
+// tens of microseconds (docs/templates.md has figures). Rendering is a pure function of
+// the input, so a hit is exactly what a render gives; and JSON, not decoded objects, is
+// kept because it is several times smaller, and every hit decodes new objects, which
+// callers may change (the controller adds owner references).
 type renderCache struct {
 	mu      sync.Mutex
-	entries map[[sha256.Size]byte][]*unstructured.Unstructured
+	entries map[[sha256.Size]byte][]byte
 }
 
 func cacheKey(input []byte, userRedisConf string) [sha256.Size]byte {
@@ -30,32 +31,19 @@ func cacheKey(input []byte, userRedisConf string) [sha256.Size]byte {
 	return key
 }
 
-// get returns copies, so callers may change them (the controller adds owner
-// references) without touching the cached objects.
-func (c *renderCache) get(key [sha256.Size]byte) ([]*unstructured.Unstructured, bool) {
+func (c *renderCache) get(key [sha256.Size]byte) ([]byte, bool) {
 	c.mu.Lock()
-	objs, ok := c.entries[key]
-	c.mu.Unlock()
-	if !ok {
-		return nil, false
-	}
-	return deepCopy(objs), true
+	defer c.mu.Unlock()
+	out, ok := c.entries[key]
+	return out, ok
 }
 
-func (c *renderCache) put(key [sha256.Size]byte, objs []*unstructured.Unstructured) {
-	stored := deepCopy(objs)
+// put keeps out, which the caller must not change.
+func (c *renderCache) put(key [sha256.Size]byte, out []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.entries == nil || len(c.entries) >= maxCachedRenders {
-		c.entries = make(map[[sha256.Size]byte][]*unstructured.Unstructured)
+		c.entries = make(map[[sha256.Size]byte][]byte)
 	}
-	c.entries[key] = stored
-}
-
-func deepCopy(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
-	out := make([]*unstructured.Unstructured, len(objs))
-	for i, o := range objs {
-		out[i] = o.DeepCopy()
-	}
-	return out
+	c.entries[key] = out
 }

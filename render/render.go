@@ -145,20 +145,20 @@ func (r *Renderer) render(rc *redisv1alpha1.RedisCluster, userRedisConf string, 
 	}
 	key := cacheKey(data, userRedisConf)
 	if useCache {
-		if objs, ok := r.cache.get(key); ok {
-			return objs, nil
+		if out, ok := r.cache.get(key); ok {
+			return decodeObjects(out)
 		}
 	}
-	objs, err := r.renderJSON(data, userRedisConf)
+	out, err := r.renderJSON(data, userRedisConf)
 	if err != nil {
 		return nil, fmt.Errorf("failed to render RedisCluster %s/%s: %w", rc.Namespace, rc.Name, err)
 	}
-	r.cache.put(key, objs)
-	return objs, nil
+	r.cache.put(key, out)
+	return decodeObjects(out)
 }
 
-// renderJSON fills the template with a CR given as JSON and decodes the objects.
-func (r *Renderer) renderJSON(data []byte, userRedisConf string) ([]*unstructured.Unstructured, error) {
+// renderJSON fills the template with a CR given as JSON and returns the objects as a JSON list.
+func (r *Renderer) renderJSON(data []byte, userRedisConf string) ([]byte, error) {
 	expr, err := cuejson.Extract("input.json", data)
 	if err != nil {
 		return nil, fmt.Errorf("failed to parse input: %w", err)
@@ -180,6 +180,12 @@ func (r *Renderer) renderJSON(data []byte, userRedisConf string) ([]*unstructure
 	if err != nil {
 		return nil, cueError(err)
 	}
+	return out, nil
+}
+
+// decodeObjects decodes a JSON list of objects; each call returns new objects, so
+// callers may change them.
+func decodeObjects(out []byte) ([]*unstructured.Unstructured, error) {
 	var list []map[string]interface{}
 	// k8s.io/apimachinery's json decodes numbers as int64 where they are whole, as
 	// unstructured objects require.
