@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -104,22 +105,32 @@ func metricsOptions(o *options) metricsserver.Options {
 	}
 }
 
+// defaultGCPercent is the collector's target when GOGC is not set. The operator's heap is
+// mostly long-lived (compiled templates, informer caches) and it allocates little between
+// reconciles, so the default's headroom, a heap twice the live data, buys it little CPU:
+// at 100 clusters, 50 keeps about 15 MiB less RSS for about half a percent of a core
+// (bench/README.md, fleet).
+const defaultGCPercent = 50
+
 func run() error {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(defaultGCPercent)
+	}
 	o := parseFlags()
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(redisv1alpha1.AddToScheme(scheme))
 
 	// Only Redis pods are cached: a cluster-wide pod cache would cost memory on big clusters.
-	// Their managedFields are dropped from the cache: the operator never writes a pod and
-	// reads managedFields only of the objects it applies.
+	// They are cached trimmed to what the operator reads (controller.TrimPod): it never
+	// writes a pod, and reads managedFields only of the objects it applies.
 	redisPods, err := labels.Parse(redisv1alpha1.LabelName + "=" + redisv1alpha1.LabelNameValue)
 	if err != nil {
 		return fmt.Errorf("failed to parse pod selector: %w", err)
 	}
 	cacheOpts := cache.Options{
 		SyncPeriod: &o.syncPeriod,
-		ByObject:   map[client.Object]cache.ByObject{&corev1.Pod{}: {Label: redisPods, Transform: cache.TransformStripManagedFields()}},
+		ByObject:   map[client.Object]cache.ByObject{&corev1.Pod{}: {Label: redisPods, Transform: controller.TrimPod}},
 	}
 	if o.namespaces != "" {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}

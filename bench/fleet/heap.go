@@ -23,24 +23,53 @@ const heapProfileFile = ".devcluster/logs/fleet-heap.pb.gz"
 // or has not yet returned to the kernel.
 func rssLine(ctx context.Context, p framework.ProcStats) string {
 	line := fmt.Sprintf("%6.1f MiB (anon %.1f, file %.1f)", mib(p.RSS), mib(p.RSSAnon), mib(p.RSSFile))
-	if inuse, err := heapInuse(ctx); err == nil {
-		line += fmt.Sprintf(", Go heap in use %.1f MiB", mib(inuse))
+	if m, err := memStats(ctx); err == nil {
+		line += fmt.Sprintf(", Go heap in use %.1f MiB (stacks %.1f, heap freed but not yet returned %.1f)",
+			mib(m["HeapInuse"]), mib(m["StackInuse"]), mib(m["HeapIdle"]-m["HeapReleased"]))
+	}
+	if n, err := goroutines(ctx); err == nil {
+		line += fmt.Sprintf(", %d goroutines", n)
 	}
 	return line
 }
 
-// heapInuse reads HeapInuse from the runtime.MemStats that /debug/pprof/heap?debug=1 ends with.
-func heapInuse(ctx context.Context) (int64, error) {
+// memStats reads the runtime.MemStats that /debug/pprof/heap?debug=1 ends with, as
+// "# Name = value" lines (the first value of "# Stack = inuse / sys").
+func memStats(ctx context.Context) (map[string]int64, error) {
 	body, err := pprofGet(ctx, "/debug/pprof/heap?debug=1")
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]int64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		name, v, ok := strings.Cut(strings.TrimPrefix(line, "# "), " = ")
+		if !ok || !strings.HasPrefix(line, "# ") {
+			continue
+		}
+		first, _, _ := strings.Cut(v, " ")
+		if n, err := strconv.ParseInt(first, 10, 64); err == nil {
+			m[name] = n
+		}
+	}
+	if _, ok := m["HeapInuse"]; !ok {
+		return nil, fmt.Errorf("no HeapInuse in the heap profile")
+	}
+	m["StackInuse"] = m["Stack"]
+	return m, nil
+}
+
+// goroutines reads the count that /debug/pprof/goroutine?debug=1 starts with.
+func goroutines(ctx context.Context) (int, error) {
+	body, err := pprofGet(ctx, "/debug/pprof/goroutine?debug=1")
 	if err != nil {
 		return 0, err
 	}
-	for _, line := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, "# HeapInuse = "); ok {
-			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-		}
+	first, _, _ := strings.Cut(string(body), "\n")
+	v, ok := strings.CutPrefix(first, "goroutine profile: total ")
+	if !ok {
+		return 0, fmt.Errorf("unexpected goroutine profile: %q", first)
 	}
-	return 0, fmt.Errorf("no HeapInuse in the heap profile")
+	return strconv.Atoi(strings.TrimSpace(v))
 }
 
 // saveHeapProfile writes the operator's heap profile to file.
