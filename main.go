@@ -108,9 +108,9 @@ func metricsOptions(o *options) metricsserver.Options {
 // defaultGCPercent is the collector's target when GOGC is not set. The operator's heap is
 // mostly long-lived (compiled templates, informer caches) and it allocates little between
 // reconciles, so the default's headroom, a heap twice the live data, buys it little CPU:
-// at 100 clusters, 50 keeps about 15 MiB less RSS for about half a percent of a core
+// at 100 clusters, 40 keeps about 20 MiB less RSS for well under 1% of a core
 // (bench/README.md, fleet).
-const defaultGCPercent = 50
+const defaultGCPercent = 40
 
 func run() error {
 	if os.Getenv("GOGC") == "" {
