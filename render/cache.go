@@ -12,7 +12,7 @@ const maxCachedRenders = 256
 // renderCache remembers the objects of recent renders by a hash of their input, as the
 // JSON the template produced. The operator renders the same unchanged CR on every
 // reconcile, and a CUE evaluation costs milliseconds where decoding the JSON again costs
-// tens of microseconds (docs/templates.md has figures). Rendering is a pure function of
+// about a tenth of one (docs/templates.md has figures). Rendering is a pure function of
 // the input, so a hit is exactly what a render gives; and JSON, not decoded objects, is
 // kept because it is several times smaller, and every hit decodes new objects, which
 // callers may change (the controller adds owner references).
