@@ -385,7 +385,10 @@ func TestMigrationAssignReceive(t *testing.T) {
 }
 
 // slotsOf is the slots server i serves, by its own CLUSTER NODES.
-func (m *migrationRun) slotsOf(i int) string {
+func (m *migrationRun) slotsOf(i int) string { return m.self(i).Slots.String() }
+
+// self is server i's own line of CLUSTER NODES.
+func (m *migrationRun) self(i int) topology.Node {
 	m.t.Helper()
 	c := goredis.NewClient(&goredis.Options{Addr: m.servers[i].Addr})
 	defer c.Close()
@@ -399,17 +402,28 @@ func (m *migrationRun) slotsOf(i int) string {
 	}
 	for _, n := range nodes {
 		if n.Myself {
-			return n.Slots.String()
+			return n
 		}
 	}
-	return ""
+	m.t.Fatalf("server %d does not name itself", i)
+	return topology.Node{}
 }
 
-// A scale-in 8 → 6 set back to 8 once the leaving master has given away its last slot
-// (Redis then makes it a replica of the master that took it): the operator makes a
-// master of it again, empty, and moves its share back, ending Running at 8 with 4
-// masters and every key.
+// A scale-in 8 → 6 set back to 8 once the leaving master has given away its last slot.
+// The operator turned cluster-allow-replica-migration off on the leaving nodes, so it is
+// still a master, empty: its share moves back to it. The second run then does what Redis
+// does without that directive (before 6.2): makes it a replica of a master holding slots;
+// the operator releases a spare replica into an empty master instead. Both end Running at
+// 8 with 4 masters and every key.
 func TestMigrationScaleInSetBackAfterLeavingMasterEmptied(t *testing.T) {
+	for _, asOldRedis := range []bool{false, true} {
+		t.Run(map[bool]string{false: "stays master", true: "made replica"}[asOldRedis], func(t *testing.T) {
+			scaleInSetBackAfterEmptied(t, asOldRedis)
+		})
+	}
+}
+
+func scaleInSetBackAfterEmptied(t *testing.T, asOldRedis bool) {
 	g := NewWithT(t)
 	m := startMigrationRun(t, nil)
 	m.scaleOutTo8(nil)
@@ -433,7 +447,19 @@ func TestMigrationScaleInSetBackAfterLeavingMasterEmptied(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	t.Logf("demo-%d emptied; setting replicas back to 8", leaving)
+	g.Expect(m.self(leaving).Master).To(BeTrue(), "the emptied leaving master stays a master")
+	if asOldRedis {
+		for i := 0; i < 6; i++ {
+			if m.slotsOf(i) != "" {
+				c := goredis.NewClient(&goredis.Options{Addr: m.servers[leaving].Addr})
+				err := c.Do(ctx, "cluster", "replicate", m.self(i).ID).Err()
+				c.Close()
+				g.Expect(err).NotTo(HaveOccurred())
+				break
+			}
+		}
+	}
+	t.Logf("demo-%d emptied (made a replica: %v); setting replicas back to 8", leaving, asOldRedis)
 	update(t, m.rc, func(s *redisv1alpha1.RedisClusterSpec) { s.Replicas = 8 })
 	m.reconcileInBackground()
 	done := m.waitFor("Running at 8 again", 5*time.Minute, func(rc *redisv1alpha1.RedisCluster) bool {
@@ -452,6 +478,11 @@ func TestMigrationScaleInSetBackAfterLeavingMasterEmptied(t *testing.T) {
 		}
 	}
 	t.Logf("release events: %q", released)
-	g.Expect(released).To(HaveLen(1), "one spare replica made an empty master")
+	if asOldRedis {
+		g.Expect(released).To(HaveLen(1), "one spare replica made an empty master")
+		m.finish("scale-in 8->6 set back to 8 after the leaving master was emptied and made a replica", 8)
+		return
+	}
+	g.Expect(released).To(BeEmpty(), "no replica released: the emptied master is one")
 	m.finish("scale-in 8->6 set back to 8 after the leaving master was emptied", 8)
 }

@@ -70,6 +70,9 @@ func Scale(ctx context.Context, f Factory, members []topology.Member, req ScaleR
 	if !st.AllReachable() {
 		return ScaleProgress{Phase: topology.PhaseWaitingForPods}, nil
 	}
+	if req.Keep < len(members) {
+		keepLeavingApart(ctx, f, members[req.Keep:])
+	}
 	if !st.NoOpenSlots() {
 		p, err := fixOpenSlots(ctx, f, st, req.moveOptions())
 		return p, partialStep(err)
@@ -261,6 +264,29 @@ func removeLeaving(ctx context.Context, f Factory, st *topology.ClusterState, re
 	}
 	prog.Done = true
 	return prog, nil
+}
+
+// keepLeavingApart stops the leaving members from following their slots. By default
+// (cluster-allow-replica-migration yes) a master that gives away its last slot turns
+// replica of the node that took it, and its replicas follow. Each then copies that node's
+// whole data set (a full sync, a fork on the taker) just before it is reset, and a
+// replica that has just synced rewrites its AOF, during which Redis refuses SIGTERM
+// ("Writing initial AOF, can't exit"): the pod then waits out its whole grace period
+// when the StatefulSet shrinks. With the directive off on the leaving members they stay
+// an empty master and its replicas until removeLeaving resets them. CONFIG SET only, not
+// the config file: the pods go. Best effort: a Redis before 6.2 has no such directive and
+// turns replica as before, which costs time, not data.
+func keepLeavingApart(ctx context.Context, f Factory, leaving []topology.Member) {
+	for _, m := range leaving {
+		if c, ok := f.For(m.Addr).(configSetter); ok {
+			_ = c.SetConfig(ctx, "cluster-allow-replica-migration", "no")
+		}
+	}
+}
+
+// configSetter is CONFIG SET of one directive: the admin of a Factory has it.
+type configSetter interface {
+	SetConfig(ctx context.Context, name, value string) error
 }
 
 // partialStep turns ErrBudgetSpent into a step that simply did less: the slot it left

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,6 +79,7 @@ func TestScaleOutAndInKeepsKeys(t *testing.T) {
 	}
 	readKeys(t, f, members, 2000)
 
+	syncs := fullSyncs(t, members[:6])
 	start = time.Now()
 	moved = scaleUntilDone(t, f, members, ScaleRequest{Masters: 3, ReplicasPerMaster: 1, Keep: 6, Pipeline: 10, Budget: time.Second})
 	t.Logf("scaled in 4 to 3 masters in %v, %d keys moved", time.Since(start).Round(time.Millisecond), moved)
@@ -94,6 +96,32 @@ func TestScaleOutAndInKeepsKeys(t *testing.T) {
 		}
 	}
 	readKeys(t, f, members[:6], 2000)
+	// The leaving master and its replica stayed apart (keepLeavingApart): none turned
+	// replica of the master that took the last slot, which would have made it serve a
+	// full sync of its data to a node about to be reset.
+	if after := fullSyncs(t, members[:6]); fmt.Sprint(after) != fmt.Sprint(syncs) {
+		t.Errorf("kept nodes served full syncs during the scale-in: sync_full %v before, %v after", syncs, after)
+	}
+}
+
+// fullSyncs reads INFO stats sync_full (full syncs served) of each member.
+func fullSyncs(t *testing.T, members []topology.Member) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, m := range members {
+		c := goredis.NewClient(&goredis.Options{Addr: m.Addr})
+		info, err := c.Info(ctxFor(t, 5*time.Second), "stats").Result()
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(l), "sync_full:"); ok {
+				out[m.Pod] = v
+			}
+		}
+	}
+	return out
 }
 
 // A slot left IMPORTING/MIGRATING with half its keys moved is finished by the next step.
