@@ -52,16 +52,19 @@ func bigKeyTimeout(usage int64, floor time.Duration) time.Duration {
 
 // keySizer is what sizing keys needs from a node; the admin of a Factory has it.
 type keySizer interface {
-	MemoryUsages(ctx context.Context, keys []string) ([]int64, error)
+	MemoryUsages(ctx context.Context, keys []string, asking bool) ([]int64, error)
 }
 
 // MemoryUsages is MEMORY USAGE of each key, in one round trip; 0 for a key that does not
-// exist. ASKING goes before each, so a node importing the slot answers for its keys.
-func (a *admin) MemoryUsages(ctx context.Context, keys []string) ([]int64, error) {
+// exist. With asking, ASKING goes before each, so a node importing the slot answers for
+// its keys; a node that owns the slot needs none (half the commands).
+func (a *admin) MemoryUsages(ctx context.Context, keys []string, asking bool) ([]int64, error) {
 	cmds := make([]*goredis.IntCmd, len(keys))
 	_, _ = a.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		for i, k := range keys {
-			p.Do(ctx, "asking")
+			if asking {
+				p.Do(ctx, "asking")
+			}
 			cmds[i] = p.MemoryUsage(ctx, k)
 		}
 		return nil
@@ -83,7 +86,7 @@ func (a *admin) MemoryUsages(ctx context.Context, keys []string) ([]int64, error
 // error.
 func (km *keyMover) sizes(ctx context.Context, keys []string) []int64 {
 	if sz, ok := km.s.(keySizer); ok && len(keys) > 0 {
-		if usages, err := sz.MemoryUsages(ctx, keys); err == nil {
+		if usages, err := sz.MemoryUsages(ctx, keys, km.asking); err == nil {
 			return usages
 		}
 	}

@@ -110,7 +110,7 @@ func TestMigrateMovesABigKey(t *testing.T) {
 	redistest.ZAddBig(ctx, t, members[0].Addr, "", big, bigMembers)
 	small := slotKeyNames(tag, 100)
 	putKeys(t, f, members, small)
-	sizes, err := f.For(members[0].Addr).(*admin).MemoryUsages(ctx, []string{big})
+	sizes, err := f.For(members[0].Addr).(*admin).MemoryUsages(ctx, []string{big}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

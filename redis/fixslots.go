@@ -259,7 +259,7 @@ func (fx *slotFix) giveBack(ctx context.Context, h int) error {
 	}
 	owner := fx.st.Members[fx.owner]
 	km := keyMover{s: hm, src: fx.st.Members[h].Addr, dst: owner.Addr, slot: fx.slot, timeout: fx.opts.timeout(),
-		owner: om, stuck: backoffOf(fx.f)}
+		owner: om, stuck: backoffOf(fx.f), asking: true}
 	if err := km.stuck.check(km.src, km.dst, fx.slot); err != nil {
 		return err
 	}

@@ -467,8 +467,11 @@ type keyMover struct {
 	// copy is the one clients were served (the slot is the source's). When false, the
 	// copies are compared with owner (DUMP) and only an identical one is replaced.
 	replaceBusy bool
-	owner       slotMover
-	stuck       *stuckKeys
+	// asking: the source imports the slot rather than owns it (finishing an open slot
+	// whose keys sit on the importing side), so reading its keys needs ASKING first.
+	asking bool
+	owner  slotMover
+	stuck  *stuckKeys
 	// hold, when set, holds the masters' failure detection while a big key moves and
 	// returns what releases it (bigkey.go).
 	hold func(ctx context.Context, d time.Duration) func()
