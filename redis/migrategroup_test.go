@@ -118,9 +118,8 @@ func TestMigrateDisjointPairsAtOnce(t *testing.T) {
 	}
 }
 
-// Groups keep plan order per pair; a source serves up to streamsPerSource groups at a time
-// (every source one before any two), a target up to streamsPerTarget, and no node is both
-// at once; a stream whose group is done takes the next group while the others still move.
+// Groups keep plan order per pair; a source serves one group at a time, a target up to
+// streamsPerTarget, and no node is both at once.
 func TestPlanGroupsDisjoint(t *testing.T) {
 	var moves []topology.SlotMove
 	for s := 0; s < 5; s++ {
@@ -136,45 +135,17 @@ func TestPlanGroupsDisjoint(t *testing.T) {
 		t.Fatalf("groups %v, want %v", groups, want)
 	}
 	// a->d and b->d share their target; a is busy as a source, d as a target.
-	// a->d, b->d, c->e first (one stream each), then a's second: a->d again (d takes 3).
-	busy := newStreams()
-	taken, rest := busy.take(groups)
-	if !reflect.DeepEqual(taken, []moveGroup{want[0], want[2], want[3], want[1]}) || !reflect.DeepEqual(rest, []moveGroup{want[4]}) {
+	taken, rest := disjoint(groups)
+	if !reflect.DeepEqual(taken, []moveGroup{want[0], want[2], want[3]}) || !reflect.DeepEqual(rest, []moveGroup{want[1], want[4]}) {
 		t.Fatalf("taken %v, rest %v", taken, rest)
-	}
-	// d->b waits while d is a target; it starts once every group into d is done.
-	if more, _ := busy.take(rest); len(more) != 0 {
-		t.Fatalf("started %v while d is a target", more)
-	}
-	busy.release(want[0])
-	busy.release(want[2])
-	if more, _ := busy.take(rest); len(more) != 0 {
-		t.Fatalf("started %v while d is still a target", more)
-	}
-	busy.release(want[1])
-	if more, _ := busy.take(rest); !reflect.DeepEqual(more, []moveGroup{want[4]}) {
-		t.Fatalf("d->b did not start once d was no target: %v", more)
 	}
 	// Up to streamsPerTarget sources into one target, no more.
 	var many []moveGroup
 	for i := 0; i <= streamsPerTarget; i++ {
 		many = append(many, moveGroup{from: fmt.Sprintf("s%d", i), to: "t", slots: []int{i}})
 	}
-	if taken, rest := newStreams().take(many); len(taken) != streamsPerTarget || len(rest) != 1 {
+	if taken, rest := disjoint(many); len(taken) != streamsPerTarget || len(rest) != 1 {
 		t.Fatalf("%d sources into one target: taken %v, rest %v", len(many), taken, rest)
-	}
-	// One source, three targets: streamsPerSource at once, and the next when one is done.
-	var one []moveGroup
-	for i := 0; i < 3; i++ {
-		one = append(one, moveGroup{from: "s", to: fmt.Sprintf("t%d", i), slots: []int{i}})
-	}
-	busy = newStreams()
-	if taken, _ := busy.take(one); len(taken) != streamsPerSource {
-		t.Fatalf("one source: taken %v, want %d streams", taken, streamsPerSource)
-	}
-	busy.release(one[0])
-	if taken, _ := busy.take(one[streamsPerSource:]); len(taken) != 1 {
-		t.Fatalf("one source, a stream done: taken %v", taken)
 	}
 }
 
