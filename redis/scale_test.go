@@ -58,6 +58,7 @@ func TestScaleOutAndInKeepsKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeKeys(t, f, members[:6], 2000)
+	epochs := masterEpochs(t, f, members)
 
 	start := time.Now()
 	moved := scaleUntilDone(t, f, members, ScaleRequest{Masters: 4, ReplicasPerMaster: 1, Keep: 8, Pipeline: 10, Budget: time.Second})
@@ -76,6 +77,19 @@ func TestScaleOutAndInKeepsKeys(t *testing.T) {
 	}
 	if moved < 300 {
 		t.Errorf("only %d keys moved for a quarter of the slots", moved)
+	}
+	// The new pods got epochs above the cluster's before they met it (PlanFreshEpochs): no
+	// collision moved a source's epoch, which could have won a closing slot back.
+	after := masterEpochs(t, f, members)
+	seen := map[uint64]string{}
+	for pod, e := range after {
+		if old, ok := epochs[pod]; ok && old != e {
+			t.Errorf("source %s's config epoch moved from %d to %d during the scale-out", pod, old, e)
+		}
+		if other, ok := seen[e]; ok {
+			t.Errorf("%s and %s share config epoch %d", pod, other, e)
+		}
+		seen[e] = pod
 	}
 	readKeys(t, f, members, 2000)
 
@@ -102,6 +116,22 @@ func TestScaleOutAndInKeepsKeys(t *testing.T) {
 	if after := fullSyncs(t, members[:6]); fmt.Sprint(after) != fmt.Sprint(syncs) {
 		t.Errorf("kept nodes served full syncs during the scale-in: sync_full %v before, %v after", syncs, after)
 	}
+}
+
+// masterEpochs is the config epoch of every master, by pod.
+func masterEpochs(t *testing.T, f Factory, members []topology.Member) map[string]uint64 {
+	t.Helper()
+	st, err := Observe(ctxFor(t, 5*time.Second), f, members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]uint64{}
+	for i := range st.Members {
+		if self := st.Members[i].Self(); self != nil && self.Master && len(self.Slots) > 0 {
+			out[st.Members[i].Pod] = self.ConfigEpoch
+		}
+	}
+	return out
 }
 
 // fullSyncs reads INFO stats sync_full (full syncs served) of each member.

@@ -141,6 +141,27 @@ func TestScaleOutGivesNewMasterItsReplicaFirst(t *testing.T) {
 	if attachedAt < 0 || firstMove <= attachedAt {
 		t.Fatalf("replica attached at step %d, first slot moved at step %d", attachedAt, firstMove)
 	}
+	// Both new pods got a config epoch (PlanFreshEpochs) in a step before any MEET with them.
+	epochAt, metAt := map[int]int{}, map[int]int{}
+	for i, s := range steps {
+		for _, a := range s.actions {
+			if _, ok := epochAt[a.Member]; a.Kind == topology.ActionSetConfigEpoch && !ok {
+				epochAt[a.Member] = i
+			}
+			if a.Kind == topology.ActionMeet {
+				for _, m := range []int{a.Member, a.Target} {
+					if _, ok := metAt[m]; !ok {
+						metAt[m] = i
+					}
+				}
+			}
+		}
+	}
+	for _, m := range []int{6, 7} {
+		if e, ok := epochAt[m]; !ok || e >= metAt[m] {
+			t.Errorf("demo-%d: config epoch set at step %d (set: %v), first met at step %d", m, e, ok, metAt[m])
+		}
+	}
 	st, err := Observe(ctx, f, members)
 	if err != nil {
 		t.Fatal(err)

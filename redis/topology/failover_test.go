@@ -31,7 +31,9 @@ func TestPlanHealWaitsForFailoverOfAnEmptiedMaster(t *testing.T) {
 		phase   string
 		want    string
 	}{
-		{"the master back empty: only meets", func(st *ClusterState) { replaceMember(st, 1) }, nil, PhaseWaitingForFailover,
+		{"the master back empty: its epoch first", func(st *ClusterState) { replaceMember(st, 1) }, nil, PhaseWaitingForFailover,
+			"Set config epoch 7 on demo-1, above every epoch of the cluster, before it meets it"},
+		{"the master back empty, its epoch set: only meets", func(st *ClusterState) { replaceMember(st, 1); st.Members[1].Nodes[0].ConfigEpoch = 7 }, nil, PhaseWaitingForFailover,
 			"Made demo-0 meet demo-1 at 127.0.0.1:9000; Made demo-1 meet demo-2 at 127.0.0.1:7002; Made demo-1 meet demo-3 at 127.0.0.1:7003; " +
 				"Made demo-1 meet demo-4 at 127.0.0.1:7004; Made demo-1 meet demo-5 at 127.0.0.1:7005"},
 		{"met, still no failover: nothing", func(st *ClusterState) { replaceMember(st, 1); learnAll(st, 1) }, nil, PhaseWaitingForFailover, ""},

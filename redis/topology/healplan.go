@@ -140,8 +140,14 @@ func meeting(m *MemberState, addr string) bool {
 
 // PlanReconnect sends one MEET per pair of members where one does not know the other
 // where it is now: the lower index meets, unless only the higher one is wrong. The other
-// side learns from the handshake or, if not, is planned on the next observation.
+// side learns from the handshake or, if not, is planned on the next observation. Fresh
+// members first get their config epoch (PlanFreshEpochs), alone in the plan: a MEET sent
+// beside it could reach the node first, and Redis sets an epoch only on a node that knows
+// nobody.
 func PlanReconnect(st *ClusterState) []Action {
+	if acts := PlanFreshEpochs(st); len(acts) > 0 {
+		return acts
+	}
 	ids := st.IDs()
 	var acts []Action
 	for i := range st.Members {
@@ -160,6 +166,42 @@ func PlanReconnect(st *ClusterState) []Action {
 		}
 	}
 	return acts
+}
+
+// PlanFreshEpochs gives every fresh member of a cluster that exists (config epoch 0, knows
+// no other node: a pod added by a scale-out, or one back without its data) a distinct config
+// epoch above every epoch the members know, before anyone meets it. Left at 0, fresh nodes
+// collide once met, and Redis settles a collision by moving the node with the smaller ID to
+// its currentEpoch+1, which can be an old master's epoch: that master then moves too
+// (clusterHandleConfigEpochCollision). A source whose epoch rises above its target's while
+// a slot closes (the target has taken it, the source not yet heard) wins the slot back by
+// gossip, and the target deletes the slot's keys: a scale-out in the scale bench lost a
+// group of slots so. Sources never bump their epoch otherwise. Bootstrap does the same for a
+// new cluster with ordinals (planEpochs); nil while no member knows another.
+func PlanFreshEpochs(st *ClusterState) []Action {
+	var top uint64
+	formed := false
+	for i := range st.Members {
+		m := &st.Members[i]
+		formed = formed || len(m.Nodes) > 1
+		top = max(top, m.Info.CurrentEpoch)
+		for _, n := range m.Nodes {
+			top = max(top, n.ConfigEpoch)
+		}
+	}
+	if !formed {
+		return nil
+	}
+	var out []Action
+	for i := range st.Members {
+		m := &st.Members[i]
+		if self := m.Self(); self != nil && self.ConfigEpoch == 0 && len(m.Nodes) == 1 {
+			top++
+			out = append(out, Action{Kind: ActionSetConfigEpoch, Member: i, Epoch: top,
+				Message: fmt.Sprintf("Set config epoch %d on %s, above every epoch of the cluster, before it meets it", top, m.Pod)})
+		}
+	}
+	return out
 }
 
 // planReattach makes members without a place replicas of the masters lacking them: empty

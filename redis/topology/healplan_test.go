@@ -96,7 +96,11 @@ func TestPlanHeal(t *testing.T) {
 				st.Members[j].Nodes = append(st.Members[j].Nodes, Node{ID: strings.Repeat("a", 40), IP: "127.0.0.1", Port: 8001, Handshake: true, Master: true})
 			}
 		}, PhaseConverging, ""},
-		{"a fresh node in a replica's place", func(st *ClusterState) { replaceMember(st, 4) }, PhaseMeeting,
+		{"a fresh node in a replica's place: its epoch first", func(st *ClusterState) { replaceMember(st, 4) }, PhaseMeeting,
+			"Set config epoch 7 on demo-4, above every epoch of the cluster, before it meets it; " +
+				"Made demo-0 forget lost node " + ghost + "; Made demo-1 forget lost node " + ghost + "; Made demo-2 forget lost node " + ghost + "; " +
+				"Made demo-3 forget lost node " + ghost + "; Made demo-5 forget lost node " + ghost},
+		{"a fresh node in a replica's place, its epoch set", func(st *ClusterState) { replaceMember(st, 4); st.Members[4].Nodes[0].ConfigEpoch = 7 }, PhaseMeeting,
 			"Made demo-0 meet demo-4 at 127.0.0.1:9000; Made demo-1 meet demo-4 at 127.0.0.1:9000; Made demo-2 meet demo-4 at 127.0.0.1:9000; " +
 				"Made demo-3 meet demo-4 at 127.0.0.1:9000; Made demo-4 meet demo-5 at 127.0.0.1:7005; " +
 				"Made demo-0 forget lost node " + ghost + "; Made demo-1 forget lost node " + ghost + "; Made demo-2 forget lost node " + ghost + "; " +
@@ -233,5 +237,30 @@ func TestPlanReannounce(t *testing.T) {
 	}
 	if acts := PlanReannounce(st, nil); len(acts) != 0 {
 		t.Errorf("views that agree re-announce: %v", Messages(acts))
+	}
+}
+
+// Fresh members of a formed cluster get distinct config epochs above every epoch known,
+// the current epoch included, before any MEET; a cluster not yet formed is bootstrap's.
+func TestPlanFreshEpochs(t *testing.T) {
+	st := formedState()
+	st.Members[0].Info.CurrentEpoch = 9 // above every config epoch (1-6): a failover vote
+	for _, i := range []int{4, 5} {     // two new pods, each knowing only itself
+		st.Members[i].Nodes = []Node{{ID: strings.Repeat(fmt.Sprint(i), 40), IP: "127.0.0.1", Port: 9000 + i, Myself: true, Master: true}}
+	}
+	acts := PlanFreshEpochs(st)
+	if len(acts) != 2 || acts[0].Member != 4 || acts[0].Epoch != 10 || acts[1].Member != 5 || acts[1].Epoch != 11 {
+		t.Fatalf("got %s", Messages(acts))
+	}
+	if got := PlanReconnect(st); Messages(got) != Messages(acts) {
+		t.Fatalf("reconnect planned %s beside the epochs", Messages(got))
+	}
+	fresh := &ClusterState{}
+	for i := 0; i < 3; i++ {
+		fresh.Members = append(fresh.Members, MemberState{Member: Member{Pod: fmt.Sprintf("demo-%d", i), Addr: fmt.Sprintf("127.0.0.1:%d", 7000+i)},
+			Nodes: []Node{{ID: fmt.Sprintf("%040x", i+1), Myself: true, Master: true}}})
+	}
+	if acts := PlanFreshEpochs(fresh); len(acts) != 0 {
+		t.Fatalf("a new cluster got %s", Messages(acts))
 	}
 }
