@@ -16,39 +16,81 @@ import (
 	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
-// cluster is one round's servers: members[:3] the masters formed, members[3] the one added.
+// cluster is one round's servers: the 3 masters formed (with a replica each when
+// podLike), and the fourth master added (members[fourth], with its replica after it).
 type cluster struct {
 	servers []*redistest.Server
 	members []topology.Member
+	fourth  int
+	podLike bool
 	f       redis.Factory
 	dir     string
 }
 
-// newCluster starts 4 fresh servers, forms the first 3 as masters with the operator's
-// Bootstrap (how the cluster is formed is not measured) and meets the fourth, empty.
-func newCluster(ctx context.Context, nodeTimeout time.Duration) (*cluster, error) {
+// podArgs are the directives of the pods' redis.conf (templates/configmap.cue, its
+// defaults) that change the cost of moving a key: every RESTORE and DEL is appended to
+// the AOF, as on the pods. A replica's full sync starts at once, as on the pods.
+var podArgs = []string{"--appendonly", "yes", "--repl-diskless-sync-delay", "0"}
+
+// newCluster starts fresh servers, forms 3 masters with the operator's Bootstrap (how the
+// cluster is formed is not measured) and meets a fourth, empty master. podLike servers
+// are the demo RedisCluster's pods on plain processes: the pods' AOF setting, and a
+// replica for each master, the fourth included (8 servers, not 4).
+func newCluster(ctx context.Context, nodeTimeout time.Duration, podLike bool) (*cluster, error) {
 	dir, err := os.MkdirTemp("", "bench-scale-")
 	if err != nil {
 		return nil, fmt.Errorf("failed to create a data dir: %w", err)
 	}
-	servers, err := redistest.StartServers(dir, 4, redistest.Config{NodeTimeout: nodeTimeout})
+	n, formed, replicas, rcfg := 4, 3, 0, redistest.Config{NodeTimeout: nodeTimeout}
+	if podLike {
+		n, formed, replicas, rcfg.Args = 8, 6, 1, podArgs
+	}
+	servers, err := redistest.StartServers(dir, n, rcfg)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("failed to start redis-servers: %w", err)
 	}
-	c := &cluster{servers: servers, dir: dir, f: redis.NewFactory(redis.Options{ReadTimeout: 10 * time.Second})}
+	c := &cluster{servers: servers, dir: dir, fourth: formed, podLike: podLike,
+		f: redis.NewFactory(redis.Options{ReadTimeout: 10 * time.Second})}
 	for i, s := range servers {
 		c.members = append(c.members, topology.Member{Pod: fmt.Sprintf("bench-%d", i), Addr: s.Addr})
 	}
-	if _, err := redis.Bootstrap(ctx, c.f, c.members[:3], 3, 0); err != nil {
+	if _, err := redis.Bootstrap(ctx, c.f, c.members[:formed], 3, replicas); err != nil {
 		c.close()
 		return nil, fmt.Errorf("failed to form 3 masters: %w", err)
 	}
-	if err := c.f.For(c.members[0].Addr).Meet(ctx, c.members[3].Addr); err != nil {
-		c.close()
-		return nil, err
+	for _, m := range c.members[formed:] {
+		if err := c.f.For(c.members[0].Addr).Meet(ctx, m.Addr); err != nil {
+			c.close()
+			return nil, err
+		}
+	}
+	if podLike {
+		if err := c.replicateFourth(ctx); err != nil {
+			c.close()
+			return nil, err
+		}
 	}
 	return c, nil
+}
+
+// replicateFourth makes the last server the fourth master's replica, once it knows it.
+func (c *cluster) replicateFourth(ctx context.Context) error {
+	id, err := c.nodeID(ctx, c.fourth)
+	if err != nil {
+		return err
+	}
+	for {
+		err := c.f.For(c.members[c.fourth+1].Addr).Replicate(ctx, id)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("failed to make a replica of the fourth master: %w", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 func (c *cluster) close() {
@@ -59,14 +101,15 @@ func (c *cluster) close() {
 
 func (c *cluster) addrs() []string { return redistest.Addrs(c.servers) }
 
-// settle waits until every node knows every other, they agree, and cluster_state is ok
-// everywhere: both methods start from the same settled cluster.
+// settle waits until every node knows every other, they agree, cluster_state is ok
+// everywhere, and every replica is in sync: every method starts from the same settled
+// cluster.
 // After the operator's scale-in the fourth node is reset and knows only itself: the
 // cluster is the members the first one knows.
 func (c *cluster) settle(ctx context.Context) error {
 	for {
 		st, err := redis.Observe(ctx, c.f, c.inCluster(ctx))
-		if err == nil && st.AllReachable() && st.AllMet() && st.Agreed() && st.ClusterOK() && st.NoOpenSlots() {
+		if err == nil && st.AllReachable() && st.AllMet() && st.Agreed() && st.ClusterOK() && st.NoOpenSlots() && c.replicasInSync(ctx, st) {
 			return nil
 		}
 		select {
@@ -75,6 +118,20 @@ func (c *cluster) settle(ctx context.Context) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// replicasInSync reports whether every replica's link to its master is up and loaded.
+func (c *cluster) replicasInSync(ctx context.Context, st *topology.ClusterState) bool {
+	for i := range st.Members {
+		if self := st.Members[i].Self(); self == nil || self.Master {
+			continue
+		}
+		r, err := c.f.For(st.Members[i].Addr).Replication(ctx)
+		if err != nil || !r.LinkUp || r.Syncing {
+			return false
+		}
+	}
+	return true
 }
 
 // inCluster is the members the first member knows.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,27 +22,33 @@ import (
 // pods: 3 masters, a replica each) is loaded with the same number of 64-byte values, then
 // `kubectl scale rec/demo --replicas=8` and back to 6, with the e2e suite's writer running
 // through each. A move is timed from the kubectl command to the phase Running again (new
-// pods starting included), and every loaded key and acknowledged write is read back.
+// pods starting included), and its moving phase as for the other methods (moving.go);
+// every loaded key and acknowledged write is read back.
 
 const devclusterMethod = "devcluster"
+
+// operatorPprof is where the bench's operator serves net/http/pprof (loopback only), to
+// profile it while it moves slots: go tool pprof http://127.0.0.1:18090/debug/pprof/profile
+const operatorPprof = "127.0.0.1:18090"
 
 // devcluster runs the rounds of the devcluster side on one devcluster with one operator.
 type devcluster struct {
 	s      *framework.Stack
 	sample string
+	op     *framework.Operator
 }
 
 // withDevcluster starts (or reuses) the devcluster, installs the CRD, runs the operator as
 // its own process and calls body.
 func withDevcluster(ctx context.Context, body func(*devcluster) error) error {
 	return framework.WithCRD(ctx, func(s *framework.Stack) error {
-		op, err := s.StartOperator("--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0")
+		op, err := s.StartOperator("--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0", "--pprof-bind-address="+operatorPprof)
 		if err != nil {
 			return err
 		}
 		defer op.Stop()
 		fmt.Printf("devcluster: operator pid %d, logs in %s\n", op.PID(), op.Logs)
-		return body(&devcluster{s: s, sample: filepath.Join(s.Root, "config", "samples", "redis_v1alpha1_rediscluster.yaml")})
+		return body(&devcluster{s: s, op: op, sample: filepath.Join(s.Root, "config", "samples", "redis_v1alpha1_rediscluster.yaml")})
 	})
 }
 
@@ -128,18 +135,34 @@ func (d *devcluster) move(ctx context.Context, ns string, router *framework.Rout
 		return res, err
 	}
 	time.Sleep(500 * time.Millisecond) // a baseline of writes before the move
+	mw := watchMoving(distinct(before))
+	others, busy0 := d.otherCPU(), machineBusy()
 	start := time.Now()
 	if out, err := d.s.Kubectl("-n", ns, "scale", "rec/demo", fmt.Sprintf("--replicas=%d", pods)); err != nil {
 		w.Stop()
 		return res, fmt.Errorf("kubectl scale: %w: %s", err, out)
 	}
 	if err := d.waitScaled(ctx, ns, start); err != nil {
+		mw.stop()
 		w.Stop()
 		return res, err
 	}
 	res.took = time.Since(start)
+	busy := machineBusy() - busy0
+	from, to, cores, seen := mw.stop()
 	rep := w.Stop()
+	if !seen {
+		return res, fmt.Errorf("no slot was seen moving")
+	}
+	res.moving, res.after, res.cores = to.Sub(from), start.Add(res.took).Sub(to), cores
+	fmt.Printf("  %6.2fs  first slot open\n  %6.2fs  last slot closed\n", from.Sub(start).Seconds(), to.Sub(start).Seconds())
 	res.cpu = cpu()
+	var parts []string
+	for name, t := range d.otherCPU() {
+		parts = append(parts, fmt.Sprintf("%s %.2fs", name, (t-others[name]).Seconds()))
+	}
+	sort.Strings(parts)
+	fmt.Printf("  CPU over the move: machine %.2fs, redis-servers %.2fs, %s\n", busy.Seconds(), res.cpu.Seconds(), strings.Join(parts, ", "))
 	res.gap, res.acked, res.failed = rep.LongestGap, rep.Acked, rep.Failed
 	after, err := owners(ctx, router)
 	if err != nil {
@@ -185,6 +208,33 @@ func (d *devcluster) waitScaled(ctx context.Context, ns string, start time.Time)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// otherCPU is the CPU time used so far by the operator, this program (the writer), and the
+// devcluster's control plane and node agent (their pid files).
+func (d *devcluster) otherCPU() map[string]time.Duration {
+	out := map[string]time.Duration{}
+	if t, err := procCPU(d.op.PID()); err == nil {
+		out["operator"] = t
+	}
+	if t, err := procCPU(os.Getpid()); err == nil {
+		out["bench and writer"] = t
+	}
+	files, _ := filepath.Glob(filepath.Join(d.s.StateDir, "pids", "*.pid"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			continue
+		}
+		if t, err := procCPU(pid); err == nil {
+			out["control plane and node agent"] += t
+		}
+	}
+	return out
 }
 
 // owners maps every slot to its owner's address.

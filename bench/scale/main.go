@@ -2,14 +2,16 @@
 // masters grows to 4 and shrinks back, by `redis-cli --cluster rebalance` and by the
 // operator's redis.Scale, side by side in the same run on plain redis-server processes,
 // and (-devcluster) by the whole operator on the devcluster: `kubectl scale rec/demo`
-// 6 → 8 → 6 pods, 3 masters with a replica each growing to 4 (devcluster.go).
+// 6 → 8 → 6 pods, 3 masters with a replica each growing to 4 (devcluster.go), beside
+// redis-cli on servers like its pods (a replica each, the pods' AOF: redis-cli-pods).
 //
-// Each round and each method gets 4 fresh servers: 3 masters formed, N keys loaded, an
+// Each round and each method gets fresh servers: 3 masters formed, N keys loaded, an
 // empty fourth master met. The scale-out is `redis-cli --cluster rebalance
 // --cluster-use-empty-masters` or redis.Scale to 4 masters; the scale-in is `redis-cli
 // --cluster rebalance --cluster-weight <fourth>=0` or redis.Scale keeping the first 3.
 // A writer runs through each move; after each, every loaded key and every acknowledged
-// write is read back from its slot's owner.
+// write is read back from its slot's owner. Each move is timed end to end and over its
+// moving phase, from the first slot opened to the last closed (moving.go).
 package main
 
 import (
@@ -18,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"time"
@@ -46,8 +49,20 @@ func main() {
 	flag.StringVar(&cfg.redisCli, "redis-cli", "/usr/bin/redis-cli", "redis-cli binary")
 	flag.BoolVar(&verbose, "v", false, "print every operator step")
 	only := flag.String("only", "", "run only this method (redis-cli or operator), e.g. to profile it")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this program (redis.Scale runs in it) to this file")
 	onDevcluster := flag.Bool("devcluster", false, "also scale the demo RedisCluster 6 -> 8 -> 6 pods through the operator on the devcluster")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench/scale:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if *onDevcluster {
 		err := withDevcluster(context.Background(), func(d *devcluster) error {
 			return runAll(cfg, *rounds, *only, d)
@@ -68,7 +83,11 @@ func main() {
 // reports; it fails on the first error or lost key.
 func runAll(cfg config, rounds int, only string, d *devcluster) error {
 
-	methods := []method{{"redis-cli", cliOut, cliIn}, {"operator", opOut, opIn}}
+	methods := []method{{"redis-cli", cliOut, cliIn, false}, {"operator", opOut, opIn, false}}
+	if d != nil {
+		// The devcluster side's reference: redis-cli on servers like its pods.
+		methods = append(methods, method{podCliMethod, cliOut, cliIn, true})
+	}
 	if only != "" {
 		methods = filter(methods, only)
 	}
@@ -110,11 +129,17 @@ func runAll(cfg config, rounds int, only string, d *devcluster) error {
 	return nil
 }
 
-// method moves the slots out (to the fourth master) and in (off it again).
+// method moves the slots out (to the fourth master) and in (off it again), on podLike
+// servers (newCluster) or plain ones.
 type method struct {
 	name    string
 	out, in func(ctx context.Context, c *cluster, cfg config) error
+	podLike bool
 }
+
+// podCliMethod is redis-cli on servers like the devcluster's pods: a replica per master
+// and the pods' AOF (newCluster): the devcluster side's reference.
+const podCliMethod = "redis-cli-pods"
 
 func filter(ms []method, name string) []method {
 	for _, m := range ms {
@@ -141,6 +166,11 @@ type result struct {
 	method, dir string
 	moved       int // loaded keys whose slot changed owner
 	took        time.Duration
+	// moving is the moving phase (moving.go), after is the time from its end to the end
+	// of the move (the phase Running again, on the devcluster).
+	moving, after time.Duration
+	// cores is the machine's busy cores in the moving phase (all processes).
+	cores       float64
 	cpu         time.Duration // CPU time of all redis-servers during the move
 	gap         time.Duration
 	acked, lost int
@@ -149,9 +179,12 @@ type result struct {
 
 func (r result) rate() float64 { return float64(r.moved) / r.took.Seconds() }
 
+// movingRate is the keys moved a second of the moving phase.
+func (r result) movingRate() float64 { return float64(r.moved) / r.moving.Seconds() }
+
 func (r result) print() {
-	fmt.Printf("round %d  %-9s %-3s  %7d keys in %6.2fs = %7.0f keys/s   redis CPU %5.2fs (%4.1f µs/key)   gap %4.0f ms   writes %d acked, %d failed, %d lost\n",
-		r.round, r.method, r.dir, r.moved, r.took.Seconds(), r.rate(), r.cpu.Seconds(),
+	fmt.Printf("round %d  %-14s %-3s  %7d keys in %6.2fs = %7.0f keys/s, moving %5.2fs = %7.0f keys/s (machine %.2f cores busy), then %4.2fs   redis CPU %5.2fs (%4.1f µs/key)   gap %4.0f ms   writes %d acked, %d failed, %d lost\n",
+		r.round, r.method, r.dir, r.moved, r.took.Seconds(), r.rate(), r.moving.Seconds(), r.movingRate(), r.cores, r.after.Seconds(), r.cpu.Seconds(),
 		float64(r.cpu.Microseconds())/float64(max(r.moved, 1)), float64(r.gap.Microseconds())/1000, r.acked, r.failed, r.lost)
 }
 
@@ -168,7 +201,7 @@ func keysPerSlot(n int) []int {
 func runRound(ctx context.Context, cfg config, m method, perSlot []int, writes *int) ([]result, error) {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
 	defer cancel()
-	c, err := newCluster(ctx, cfg.nodeTimeout)
+	c, err := newCluster(ctx, cfg.nodeTimeout, m.podLike)
 	if err != nil {
 		return nil, err
 	}
@@ -208,13 +241,19 @@ func timeMove(ctx context.Context, c *cluster, cfg config, move func(context.Con
 		return res, err
 	}
 	w := startWriter(c.addrs(), *writes, cfg.writeRate)
+	mw := watchMoving(distinct(before[:]))
 	start := time.Now()
 	err = move(ctx, c, cfg)
 	res.took = time.Since(start)
+	from, to, cores, seen := mw.stop()
 	acked, failed, gap := w.stop()
 	if err != nil {
 		return res, err
 	}
+	if !seen {
+		return res, fmt.Errorf("no slot was seen moving")
+	}
+	res.moving, res.after, res.cores = to.Sub(from), start.Add(res.took).Sub(to), cores
 	cpu1, err := c.cpu()
 	if err != nil {
 		return res, err
@@ -259,7 +298,7 @@ func cliOut(ctx context.Context, c *cluster, cfg config) error {
 
 // cliIn: redis-cli rebalance with the fourth master's weight 0, which empties it.
 func cliIn(ctx context.Context, c *cluster, cfg config) error {
-	id, err := c.nodeID(ctx, 3)
+	id, err := c.nodeID(ctx, c.fourth)
 	if err != nil {
 		return err
 	}
@@ -312,43 +351,77 @@ func scaleLoop(ctx context.Context, c *cluster, req redis.ScaleRequest) error {
 	}
 }
 
-// report prints, per direction, the median keys/s of each method and their ratio.
+// report prints, per direction, the medians of each method, and the ratios of keys/s of
+// the operator to redis-cli on plain servers and of the devcluster to redis-cli on
+// pod-like servers: end to end and over the moving phase, with each round's.
 func report(all []result) {
 	for _, dir := range []string{"out", "in"} {
-		rates := map[string][]float64{}
-		gaps := map[string][]float64{}
-		cpus := map[string][]float64{}
-		for _, r := range all {
-			if r.dir == dir {
-				rates[r.method] = append(rates[r.method], r.rate())
-				gaps[r.method] = append(gaps[r.method], float64(r.gap.Milliseconds()))
-				cpus[r.method] = append(cpus[r.method], float64(r.cpu.Microseconds())/float64(max(r.moved, 1)))
-			}
-		}
-		fmt.Printf("\nscale-%s, median of %d rounds   keys/s   longest gap   redis CPU µs/key\n", dir, max(len(rates["operator"]), len(rates["redis-cli"])))
-		for _, m := range []string{"redis-cli", "operator", devclusterMethod} {
-			if len(rates[m]) > 0 {
-				fmt.Printf("%-30s %8.0f %10.0f ms %12.1f\n", m, median(rates[m]), maxOf(gaps[m]), median(cpus[m]))
-			}
-		}
-		for _, m := range []string{"operator", devclusterMethod} {
-			if len(rates["redis-cli"]) == 0 || len(rates[m]) == 0 {
-				continue
-			}
-			fmt.Printf("%-30s %8.2f\n", "ratio "+m+"/redis-cli", median(rates[m])/median(rates["redis-cli"]))
-			var per []string
+		of := func(m string) []result {
+			var out []result
 			for _, r := range all {
 				if r.dir == dir && r.method == m {
-					for _, q := range all {
-						if q.dir == dir && q.method == "redis-cli" && q.round == r.round {
-							per = append(per, fmt.Sprintf("%.2f", r.rate()/q.rate()))
+					out = append(out, r)
+				}
+			}
+			return out
+		}
+		fmt.Printf("\nscale-%s, medians         keys/s   moving keys/s   moving s   cores busy   then s (max)   longest gap   redis CPU µs/key\n", dir)
+		for _, m := range []string{"redis-cli", "operator", podCliMethod, devclusterMethod} {
+			rs := of(m)
+			if len(rs) == 0 {
+				continue
+			}
+			fmt.Printf("%-22s %8.0f %14.0f %10.2f %12.2f %14.2f %10.0f ms %12.1f\n", m,
+				median(pick(rs, result.rate)), median(pick(rs, result.movingRate)),
+				median(pick(rs, func(r result) float64 { return r.moving.Seconds() })),
+				median(pick(rs, func(r result) float64 { return r.cores })),
+				maxOf(pick(rs, func(r result) float64 { return r.after.Seconds() })),
+				maxOf(pick(rs, func(r result) float64 { return float64(r.gap.Milliseconds()) })),
+				median(pick(rs, func(r result) float64 { return float64(r.cpu.Microseconds()) / float64(max(r.moved, 1)) })))
+		}
+		for _, p := range [][2]string{{"operator", "redis-cli"}, {devclusterMethod, podCliMethod}} {
+			rs, refs := of(p[0]), of(p[1])
+			if len(rs) == 0 || len(refs) == 0 {
+				continue
+			}
+			for _, q := range []struct {
+				what string
+				rate func(result) float64
+			}{{"end to end", result.rate}, {"moving", result.movingRate}} {
+				var per []string
+				for _, r := range rs {
+					for _, ref := range refs {
+						if ref.round == r.round {
+							per = append(per, fmt.Sprintf("%.2f", q.rate(r)/q.rate(ref)))
 						}
 					}
 				}
+				fmt.Printf("ratio %s/%s, %-10s %5.2f   per round %s\n", p[0], p[1], q.what,
+					median(pick(rs, q.rate))/median(pick(refs, q.rate)), strings.Join(per, " "))
 			}
-			fmt.Printf("%-30s %s\n", "  per round", strings.Join(per, " "))
 		}
 	}
+}
+
+func pick(rs []result, f func(result) float64) []float64 {
+	out := make([]float64, len(rs))
+	for i, r := range rs {
+		out[i] = f(r)
+	}
+	return out
+}
+
+// distinct is the addresses of owners, each once, empty ones left out.
+func distinct(owners []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, a := range owners {
+		if a != "" && !seen[a] {
+			seen[a] = true
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 func median(xs []float64) float64 {

@@ -41,6 +41,9 @@ type Config struct {
 	// tests dial them with (ClientConfig).
 	TLSDir    string
 	TLSClient *tls.Config
+	// Args are more redis-server arguments, after the others (Redis keeps the last value
+	// of a directive), e.g. "--appendonly", "yes" for servers configured as the pods are.
+	Args []string
 }
 
 // Server is one running redis-server.
@@ -128,6 +131,7 @@ func startOne(dir string, cfg Config) (*Server, error) {
 			"--tls-cert-file", filepath.Join(cfg.TLSDir, "tls.crt"), "--tls-key-file", filepath.Join(cfg.TLSDir, "tls.key"),
 			"--tls-ca-cert-file", filepath.Join(cfg.TLSDir, "ca.crt"), "--tls-cluster", "yes", "--tls-replication", "yes")
 	}
+	args = append(args, cfg.Args...)
 	cmd := exec.Command(RedisServer, args...)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("failed to start redis-server: %w", err)
