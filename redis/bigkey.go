@@ -167,14 +167,6 @@ func (a *admin) SetNodeTimeout(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
-// SetConfig sets one directive (CONFIG SET: not written to the config file).
-func (a *admin) SetConfig(ctx context.Context, name, value string) error {
-	if err := a.c.ConfigSet(ctx, name, value).Err(); err != nil {
-		return fmt.Errorf("failed to set %s on %s: %w", name, a.addr, err)
-	}
-	return nil
-}
-
 // holdDetection raises cluster-node-timeout to at least hold on the masters at addrs and
 // returns what sets each back. Best effort: a master that cannot be set keeps its own
 // timeout (the move goes on; it is only less protected).

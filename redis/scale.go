@@ -70,10 +70,8 @@ func Scale(ctx context.Context, f Factory, members []topology.Member, req ScaleR
 	if !st.AllReachable() {
 		return ScaleProgress{Phase: topology.PhaseWaitingForPods}, nil
 	}
-	if req.Keep < len(members) {
-		keepLeavingApart(ctx, f, members[req.Keep:])
-	}
 	if !st.NoOpenSlots() {
+		keepLeavingApart(ctx, f, members, req)
 		p, err := fixOpenSlots(ctx, f, st, req.moveOptions())
 		return p, partialStep(err)
 	}
@@ -118,6 +116,7 @@ func Scale(ctx context.Context, f Factory, members []topology.Member, req ScaleR
 		if err := checkCapacity(ctx, f, st, plan.Moves); err != nil {
 			return ScaleProgress{Phase: topology.PhaseRefused}, err
 		}
+		keepLeavingApart(ctx, f, members, req)
 		return migrate(ctx, f, st, plan.Moves, req)
 	}
 	kept := members[:req.Keep]
@@ -273,20 +272,16 @@ func removeLeaving(ctx context.Context, f Factory, st *topology.ClusterState, re
 // replica that has just synced rewrites its AOF, during which Redis refuses SIGTERM
 // ("Writing initial AOF, can't exit"): the pod then waits out its whole grace period
 // when the StatefulSet shrinks. With the directive off on the leaving members they stay
-// an empty master and its replicas until removeLeaving resets them. CONFIG SET only, not
-// the config file: the pods go. Best effort: a Redis before 6.2 has no such directive and
-// turns replica as before, which costs time, not data.
-func keepLeavingApart(ctx context.Context, f Factory, leaving []topology.Member) {
-	for _, m := range leaving {
-		if c, ok := f.For(m.Addr).(configSetter); ok {
-			_ = c.SetConfig(ctx, "cluster-allow-replica-migration", "no")
+// an empty master and its replicas until removeLeaving resets them. It is set in the steps
+// that can move a slot (migrating, finishing an open slot), not in those that wait. CONFIG
+// SET only, not the config file: the pods go. Best effort: a Redis before 6.2 has no such
+// directive and turns replica as before, which costs time, not data.
+func keepLeavingApart(ctx context.Context, f Factory, members []topology.Member, req ScaleRequest) {
+	for _, m := range members[min(req.Keep, len(members)):] {
+		if c, ok := f.For(m.Addr).(configAdmin); ok {
+			_ = c.ConfigSet(ctx, "cluster-allow-replica-migration", "no")
 		}
 	}
-}
-
-// configSetter is CONFIG SET of one directive: the admin of a Factory has it.
-type configSetter interface {
-	SetConfig(ctx context.Context, name, value string) error
 }
 
 // partialStep turns ErrBudgetSpent into a step that simply did less: the slot it left
