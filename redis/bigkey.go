@@ -109,7 +109,7 @@ func (km *keyMover) moveBig(ctx context.Context, keys *[]string, usages *[]int64
 			continue
 		}
 		one := *km
-		one.timeout = t
+		one.timeout, one.quick = t, 0
 		restore := func() {}
 		if km.hold != nil {
 			restore = km.hold(ctx, callTimeout(t)+NodeTimeout)

@@ -278,7 +278,8 @@ func MigrateSlots(ctx context.Context, f Factory, slots []int, src, dst MasterAd
 	if err := firstErr(s.SetSlots(ctx, slots, "migrating", dst.ID)); err != nil {
 		return 0, err
 	}
-	km := keyMover{s: s, src: src.Addr, dst: dst.Addr, timeout: opts.timeout(), replaceBusy: true, stuck: backoffOf(f),
+	km := keyMover{s: s, src: src.Addr, dst: dst.Addr, timeout: opts.timeout(), quick: QuickMigrateTimeout,
+		replaceBusy: true, stuck: backoffOf(f),
 		hold: func(ctx context.Context, d time.Duration) func() {
 			return holdDetection(ctx, f, append([]string{src.Addr, dst.Addr}, others...), d)
 		}}
@@ -366,6 +367,16 @@ const NodeTimeout = 5 * time.Second
 // waits on the target; a key given up on after half the node timeout cannot get its
 // source flagged as failing and failed over.
 const DefaultMigrateTimeout = NodeTimeout / 2
+
+// QuickMigrateTimeout is the timeout of a batch's first try while no MIGRATE of the
+// stream has timed out. A batch (at most DefaultBatchBytes, big keys go alone) is answered
+// in milliseconds; a target that does not answer within this is paused or stalled, not
+// slow. The case that matters: CLUSTER FAILOVER on the target's replica pauses the
+// target's writes, RESTORE-ASKING among them, until the replica has won the election, and
+// a source blocked in MIGRATE cannot vote. When the sources are half the masters, the
+// election then waits for their MIGRATE to time out, and every source's clients with it.
+// After one timeout the stream goes on with the full timeout.
+const QuickMigrateTimeout = 500 * time.Millisecond
 
 // StuckBackoff is how long a key that could not move is left alone before the next try,
 // whatever triggers the next reconcile: each try blocks its source for up to the timeout.
@@ -463,6 +474,9 @@ type keyMover struct {
 	src, dst string
 	slot     int
 	timeout  time.Duration
+	// quick, when set, is the timeout of each MIGRATE until one times out
+	// (QuickMigrateTimeout); then it is cleared and timeout applies.
+	quick time.Duration
 	// replaceBusy: a key on both sides is replaced on the target, because the source's
 	// copy is the one clients were served (the slot is the source's). When false, the
 	// copies are compared with owner (DUMP) and only an identical one is replaced.
@@ -560,12 +574,16 @@ func (km *keyMover) move(ctx context.Context, keys []string) (int, error) {
 	if err := km.fits(ctx); err != nil {
 		return 0, err
 	}
-	err := km.s.Migrate(ctx, km.dst, keys, false, km.timeout)
+	timeout := km.timeout
+	if km.quick > 0 && km.quick < timeout {
+		timeout = km.quick
+	}
+	err := km.s.Migrate(ctx, km.dst, keys, false, timeout)
 	if isBusyKey(err) {
 		switch {
 		case km.replaceBusy:
 			// An earlier MIGRATE copied the key and was cut off before deleting it here.
-			err = km.s.Migrate(ctx, km.dst, keys, true, km.timeout)
+			err = km.s.Migrate(ctx, km.dst, keys, true, timeout)
 		case len(keys) > 1:
 			return km.oneByOne(ctx, keys)
 		default:
@@ -577,6 +595,14 @@ func (km *keyMover) move(ctx context.Context, keys []string) (int, error) {
 		return len(keys), nil
 	case !isMigrateTimeout(err):
 		return 0, err
+	case timeout < km.timeout:
+		// The quick try: the source has served its clients and the bus again; the stream
+		// goes on with the full timeout, this batch first.
+		km.quick = 0
+		if err := sleepCtx(ctx, breathe); err != nil {
+			return 0, err
+		}
+		return km.move(ctx, keys)
 	case len(keys) == 1:
 		return 0, km.stuckKey(keys[0], err)
 	}

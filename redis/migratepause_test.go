@@ -1,0 +1,121 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/go-redis/redis/v8"
+
+	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
+)
+
+// migrateCall is one MIGRATE as a hook saw it: the timeout it carried, how long the
+// source took to answer, and its error.
+type migrateCall struct {
+	timeout string
+	took    time.Duration
+	err     error
+}
+
+// migrateCalls records every MIGRATE sent through the factory's clients.
+type migrateCalls struct {
+	mu    sync.Mutex
+	calls []migrateCall
+}
+
+type startKey struct{}
+
+func (m *migrateCalls) BeforeProcess(ctx context.Context, cmd goredis.Cmder) (context.Context, error) {
+	return context.WithValue(ctx, startKey{}, time.Now()), nil
+}
+
+func (m *migrateCalls) AfterProcess(ctx context.Context, cmd goredis.Cmder) error {
+	args := cmd.Args()
+	if len(args) < 6 || fmt.Sprint(args[0]) != "migrate" {
+		return nil
+	}
+	start, _ := ctx.Value(startKey{}).(time.Time)
+	m.mu.Lock()
+	m.calls = append(m.calls, migrateCall{timeout: fmt.Sprint(args[5]), took: time.Since(start), err: cmd.Err()})
+	m.mu.Unlock()
+	return nil
+}
+
+func (m *migrateCalls) BeforeProcessPipeline(ctx context.Context, _ []goredis.Cmder) (context.Context, error) {
+	return ctx, nil
+}
+
+func (m *migrateCalls) AfterProcessPipeline(context.Context, []goredis.Cmder) error { return nil }
+
+// A target whose writes are paused (what CLUSTER FAILOVER on its replica does until the
+// replica wins) holds its source for QuickMigrateTimeout, not the full MIGRATE timeout:
+// the first try of the stream is quick, and once it timed out the stream goes on with the
+// full timeout, so the batch still moves when the pause ends and nothing is lost.
+func TestMigrateQuickFirstTryOnPausedTarget(t *testing.T) {
+	// The node timeout the operator renders: MIGRATE's full timeout is half of it.
+	servers := redistest.Start(t, 3, redistest.Config{NodeTimeout: NodeTimeout})
+	members := membersOf(servers)
+	calls := &migrateCalls{}
+	f := newFactory(t, Options{Hooks: []goredis.Hook{calls}})
+	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members, 3, 0); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxFor(t, time.Minute)
+	st, err := Observe(ctx, f, members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot := st.Members[0].Self().Slots[0].Start + 7
+	keys := slotKeyNames(tagFor(slot), 2000)
+	putKeys(t, f, members, keys)
+	src := MasterAddr{ID: st.Members[0].ID(), Addr: members[0].Addr}
+	dst := MasterAddr{ID: st.Members[1].ID(), Addr: members[1].Addr}
+
+	pause := goredis.NewClient(&goredis.Options{Addr: dst.Addr})
+	defer pause.Close()
+	if err := pause.Do(ctx, "client", "pause", 1500, "write").Err(); err != nil {
+		t.Fatal(err)
+	}
+	moved, err := MigrateSlotWith(ctx, f, slot, src, dst, []string{members[2].Addr}, MoveOptions{Pipeline: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if moved != len(keys) {
+		t.Errorf("moved %d keys, want %d", moved, len(keys))
+	}
+
+	calls.mu.Lock()
+	got := append([]migrateCall(nil), calls.calls...)
+	calls.mu.Unlock()
+	if len(got) < 2 {
+		t.Fatalf("%d MIGRATE calls, want a timed-out first try and more: %+v", len(got), got)
+	}
+	quick, full := fmt.Sprint(QuickMigrateTimeout.Milliseconds()), fmt.Sprint(DefaultMigrateTimeout.Milliseconds())
+	first := got[0]
+	t.Logf("first MIGRATE: timeout %s ms, answered after %v: %v; %d calls in all", first.timeout, first.took, first.err, len(got))
+	if first.timeout != quick || !isMigrateTimeout(first.err) {
+		t.Errorf("first MIGRATE: timeout %s ms, error %v; want %s ms and a timeout", first.timeout, first.err, quick)
+	}
+	if first.took >= DefaultMigrateTimeout {
+		t.Errorf("the paused target held its source for %v, the full timeout", first.took)
+	}
+	for i, c := range got[1:] {
+		if c.timeout != full {
+			t.Errorf("MIGRATE %d after the timed-out try carried %s ms, want the full %s ms", i+2, c.timeout, full)
+		}
+	}
+	waitFor(t, func() bool {
+		st, err := Observe(ctx, f, members)
+		return err == nil && st.Agreed()
+	})
+	st, _ = Observe(ctx, f, members)
+	if owner := redistest.SlotOwner(st, slot); owner != dst.ID {
+		t.Errorf("slot %d owned by %s, want the target %s", slot, owner, dst.ID)
+	}
+	if n := lostKeys(t, f, members, keys); n > 0 {
+		t.Fatalf("%d of %d keys lost", n, len(keys))
+	}
+}
