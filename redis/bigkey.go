@@ -80,17 +80,26 @@ func (a *admin) MemoryUsages(ctx context.Context, keys []string, asking bool) ([
 	return out, nil
 }
 
-// sizes is MEMORY USAGE of each key (one round trip), zeros when the node cannot say
-// (MEMORY renamed away, say): the keys then go in batches by count as before (split on a
-// timeout), and a node that does not answer fails the MIGRATE that follows with a clearer
-// error.
-func (km *keyMover) sizes(ctx context.Context, keys []string) []int64 {
+// sizes is MEMORY USAGE of each key (one round trip), zeros when the node answers that it
+// cannot say (MEMORY renamed away, say): the keys then go in batches by count as before
+// (split on a timeout). A node that does not answer is an error: the step ends and the
+// slot stays open for the next.
+func (km *keyMover) sizes(ctx context.Context, keys []string) ([]int64, error) {
 	if sz, ok := km.s.(keySizer); ok && len(keys) > 0 {
-		if usages, err := sz.MemoryUsages(ctx, keys, km.asking); err == nil {
-			return usages
+		release := km.shared()
+		usages, err := sz.MemoryUsages(ctx, keys, km.asking)
+		release()
+		var reply goredis.Error
+		switch {
+		case err == nil:
+			return usages, nil
+		case !errors.As(err, &reply):
+			// No answer is not "cannot say": a big key sized as 0 would move without its
+			// own timeout and its hold.
+			return nil, err
 		}
 	}
-	return make([]int64, len(keys))
+	return make([]int64, len(keys)), nil
 }
 
 // moveBig moves each key whose size (usages, MEMORY USAGE) calls for more than the
@@ -109,13 +118,17 @@ func (km *keyMover) moveBig(ctx context.Context, keys *[]string, usages *[]int64
 			continue
 		}
 		one := *km
-		one.timeout, one.quick = t, 0
+		one.timeout, one.quick, one.gate = t, 0, nil
+		// The source to itself: a sibling stream's command would wait behind this MIGRATE
+		// on the wire, longer than its read timeout.
+		alone := km.alone()
 		restore := func() {}
 		if km.hold != nil {
 			restore = km.hold(ctx, callTimeout(t)+NodeTimeout)
 		}
 		n, err := one.move(ctx, []string{k})
 		restore()
+		alone()
 		moved += n
 		if err != nil {
 			return moved, err

@@ -196,6 +196,8 @@ type MoveOptions struct {
 	// Limiter, when set, caps the keys moved per second (every stream sharing it takes
 	// its tokens); a MIGRATE batch is then at most its burst (NewKeyLimiter).
 	Limiter *rate.Limiter
+	// gates, when set, are shared by the streams of one step (two may have one source).
+	gates *sourceGates
 }
 
 // NewKeyLimiter caps migration at perSecond keys per second, in batches of at most
@@ -275,18 +277,23 @@ func MigrateSlots(ctx context.Context, f Factory, slots []int, src, dst MasterAd
 	if err := firstErr(d.SetSlots(ctx, slots, "importing", src.ID)); err != nil {
 		return 0, err
 	}
-	if err := firstErr(s.SetSlots(ctx, slots, "migrating", dst.ID)); err != nil {
-		return 0, err
-	}
 	km := keyMover{s: s, src: src.Addr, dst: dst.Addr, timeout: opts.timeout(), quick: QuickMigrateTimeout,
-		replaceBusy: true, stuck: backoffOf(f),
+		replaceBusy: true, stuck: backoffOf(f), gate: opts.gates.of(src.Addr),
 		hold: func(ctx context.Context, d time.Duration) func() {
 			return holdDetection(ctx, f, append([]string{src.Addr, dst.Addr}, others...), d)
 		}}
+	release := km.shared()
+	err = firstErr(s.SetSlots(ctx, slots, "migrating", dst.ID))
+	release()
+	if err != nil {
+		return 0, err
+	}
 	moved, err := km.drainSlots(ctx, slots, opts)
 	if err != nil {
 		return moved, err
 	}
+	release = km.shared()
+	defer release()
 	return moved, closeSlots(ctx, f, slots, dst, src.Addr, others)
 }
 
@@ -477,6 +484,9 @@ type keyMover struct {
 	// quick, when set, is the timeout of each MIGRATE until one times out
 	// (QuickMigrateTimeout); then it is cleared and timeout applies.
 	quick time.Duration
+	// gate, when set, is the source's among the streams of a step (sourceGates): each
+	// command to the source shares it, a big key's MIGRATE takes it alone.
+	gate *sync.RWMutex
 	// replaceBusy: a key on both sides is replaced on the target, because the source's
 	// copy is the one clients were served (the slot is the source's). When false, the
 	// copies are compared with owner (DUMP) and only an identical one is replaced.
@@ -505,7 +515,9 @@ func (km keyMover) drainSlots(ctx context.Context, slots []int, opts MoveOptions
 	moved := 0
 	pending := slots
 	for len(pending) > 0 {
+		release := km.shared()
 		lists, err := km.s.GetKeysInSlots(ctx, pending, opts.pipeline())
+		release()
 		if err != nil {
 			return moved, err
 		}
@@ -516,7 +528,10 @@ func (km keyMover) drainSlots(ctx context.Context, slots []int, opts MoveOptions
 		if len(all) == 0 {
 			return moved, nil
 		}
-		sizes := km.sizes(ctx, all)
+		sizes, err := km.sizes(ctx, all)
+		if err != nil {
+			return moved, err
+		}
 		var next []int
 		at := 0
 		for i, slot := range pending {
@@ -578,12 +593,12 @@ func (km *keyMover) move(ctx context.Context, keys []string) (int, error) {
 	if km.quick > 0 && km.quick < timeout {
 		timeout = km.quick
 	}
-	err := km.s.Migrate(ctx, km.dst, keys, false, timeout)
+	err := km.migrate(ctx, keys, false, timeout)
 	if isBusyKey(err) {
 		switch {
 		case km.replaceBusy:
 			// An earlier MIGRATE copied the key and was cut off before deleting it here.
-			err = km.s.Migrate(ctx, km.dst, keys, true, timeout)
+			err = km.migrate(ctx, keys, true, timeout)
 		case len(keys) > 1:
 			return km.oneByOne(ctx, keys)
 		default:
@@ -633,7 +648,9 @@ func (km *keyMover) oneByOne(ctx context.Context, keys []string) (int, error) {
 // replaceIfSame replaces the owner's copy only when it is the same value (redis-cli's
 // rule for fix): nothing differing is ever dropped.
 func (km *keyMover) replaceIfSame(ctx context.Context, key string) (int, error) {
+	release := km.shared()
 	here, err := km.s.Dump(ctx, key)
+	release()
 	if err != nil {
 		return 0, err
 	}
@@ -644,7 +661,7 @@ func (km *keyMover) replaceIfSame(ctx context.Context, key string) (int, error) 
 	if here != there {
 		return 0, &KeyConflictError{Slot: km.slot, Key: key, Source: km.src, Target: km.dst}
 	}
-	err = km.s.Migrate(ctx, km.dst, []string{key}, true, km.timeout)
+	err = km.migrate(ctx, []string{key}, true, km.timeout)
 	if isMigrateTimeout(err) {
 		return 0, km.stuckKey(key, err)
 	}
@@ -652,6 +669,57 @@ func (km *keyMover) replaceIfSame(ctx context.Context, key string) (int, error) 
 		return 0, err
 	}
 	return 1, nil
+}
+
+// migrate is one MIGRATE of keys from the source, sharing the source with its sibling
+// streams.
+func (km *keyMover) migrate(ctx context.Context, keys []string, replace bool, timeout time.Duration) error {
+	release := km.shared()
+	defer release()
+	return km.s.Migrate(ctx, km.dst, keys, replace, timeout)
+}
+
+// shared waits until no sibling stream has the source to itself and returns what lets it
+// go; a no-op without a gate.
+func (km *keyMover) shared() func() {
+	if km.gate == nil {
+		return func() {}
+	}
+	km.gate.RLock()
+	return km.gate.RUnlock
+}
+
+// alone waits until the stream has the source to itself and returns what lets it go.
+func (km *keyMover) alone() func() {
+	if km.gate == nil {
+		return func() {}
+	}
+	km.gate.Lock()
+	return km.gate.Unlock
+}
+
+// sourceGates are the sources' gates among the streams of one step. A source's MIGRATE
+// blocks it, and any command of a sibling stream waits behind it on the wire with its
+// client's read timeout (3 s), shorter than a big key's MIGRATE. Behind a gate it waits
+// without a timeout instead, and is sent once the big key has moved.
+type sourceGates struct {
+	mu    sync.Mutex
+	gates map[string]*sync.RWMutex
+}
+
+func newSourceGates() *sourceGates { return &sourceGates{gates: map[string]*sync.RWMutex{}} }
+
+// of is addr's gate; nil for nil gates (a stream alone).
+func (g *sourceGates) of(addr string) *sync.RWMutex {
+	if g == nil {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.gates[addr] == nil {
+		g.gates[addr] = &sync.RWMutex{}
+	}
+	return g.gates[addr]
 }
 
 func (km *keyMover) stuckKey(key string, err error) error {

@@ -118,8 +118,9 @@ func TestMigrateDisjointPairsAtOnce(t *testing.T) {
 	}
 }
 
-// Groups keep plan order per pair; a source serves one group at a time, a target up to
-// streamsPerTarget, and no node is both at once.
+// Groups keep plan order per pair; a source serves up to streamsPerSource groups at a time
+// (every source one before any two), a target up to streamsPerTarget, and no node is both
+// at once; a stream whose group is done takes the next group while the others still move.
 func TestPlanGroupsDisjoint(t *testing.T) {
 	var moves []topology.SlotMove
 	for s := 0; s < 5; s++ {
@@ -135,17 +136,45 @@ func TestPlanGroupsDisjoint(t *testing.T) {
 		t.Fatalf("groups %v, want %v", groups, want)
 	}
 	// a->d and b->d share their target; a is busy as a source, d as a target.
-	taken, rest := disjoint(groups)
-	if !reflect.DeepEqual(taken, []moveGroup{want[0], want[2], want[3]}) || !reflect.DeepEqual(rest, []moveGroup{want[1], want[4]}) {
+	// a->d, b->d, c->e first (one stream each), then a's second: a->d again (d takes 3).
+	busy := newStreams()
+	taken, rest := busy.take(groups)
+	if !reflect.DeepEqual(taken, []moveGroup{want[0], want[2], want[3], want[1]}) || !reflect.DeepEqual(rest, []moveGroup{want[4]}) {
 		t.Fatalf("taken %v, rest %v", taken, rest)
+	}
+	// d->b waits while d is a target; it starts once every group into d is done.
+	if more, _ := busy.take(rest); len(more) != 0 {
+		t.Fatalf("started %v while d is a target", more)
+	}
+	busy.release(want[0])
+	busy.release(want[2])
+	if more, _ := busy.take(rest); len(more) != 0 {
+		t.Fatalf("started %v while d is still a target", more)
+	}
+	busy.release(want[1])
+	if more, _ := busy.take(rest); !reflect.DeepEqual(more, []moveGroup{want[4]}) {
+		t.Fatalf("d->b did not start once d was no target: %v", more)
 	}
 	// Up to streamsPerTarget sources into one target, no more.
 	var many []moveGroup
 	for i := 0; i <= streamsPerTarget; i++ {
 		many = append(many, moveGroup{from: fmt.Sprintf("s%d", i), to: "t", slots: []int{i}})
 	}
-	if taken, rest := disjoint(many); len(taken) != streamsPerTarget || len(rest) != 1 {
+	if taken, rest := newStreams().take(many); len(taken) != streamsPerTarget || len(rest) != 1 {
 		t.Fatalf("%d sources into one target: taken %v, rest %v", len(many), taken, rest)
+	}
+	// One source, three targets: streamsPerSource at once, and the next when one is done.
+	var one []moveGroup
+	for i := 0; i < 3; i++ {
+		one = append(one, moveGroup{from: "s", to: fmt.Sprintf("t%d", i), slots: []int{i}})
+	}
+	busy = newStreams()
+	if taken, _ := busy.take(one); len(taken) != streamsPerSource {
+		t.Fatalf("one source: taken %v, want %d streams", taken, streamsPerSource)
+	}
+	busy.release(one[0])
+	if taken, _ := busy.take(one[streamsPerSource:]); len(taken) != 1 {
+		t.Fatalf("one source, a stream done: taken %v", taken)
 	}
 }
 
@@ -211,4 +240,85 @@ func TestMigrateGroupSourceFailoverMidMove(t *testing.T) {
 		t.Errorf("owners hold %d keys, %d were written", owned, slotKeys+2000)
 	}
 	readAll(t, f, members, tag)
+}
+
+// Two streams of one source, one of them moving a big key: the key's MIGRATE takes the
+// source to itself, so the sibling stream's commands wait at the gate rather than on the
+// wire behind it, where their read timeout would cut them off and end the step. No other
+// MIGRATE is sent while the big key's runs, and the step ends with every key moved.
+func TestMigrateSiblingStreamWaitsForBigKey(t *testing.T) {
+	servers := redistest.Start(t, 3, redistest.Config{NodeTimeout: NodeTimeout})
+	members := membersOf(servers)
+	calls := &migrateCalls{}
+	f := newFactory(t, Options{Hooks: []goredis.Hook{calls}})
+	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members, 3, 0); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxFor(t, 3*time.Minute)
+	st, err := Observe(ctx, f, members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := st.Members[0].Self().Slots[0].Start
+	bigSlot := first + 3
+	big := fmt.Sprintf("{%s}:big", tagFor(bigSlot))
+	// About 200 MB of MEMORY USAGE: over the 40 MB that MIGRATE's default timeout moves at
+	// bigKeyRate, so it goes alone with its own timeout, for seconds.
+	redistest.ZAddBig(ctx, t, members[0].Addr, "", big, bigMembers)
+	var small []string
+	moves := []topology.SlotMove{{Slot: bigSlot, From: st.Members[0].ID(), To: st.Members[1].ID()}}
+	for i := 0; i < 16; i++ {
+		slot := first + 10 + i
+		small = append(small, slotKeyNames(tagFor(slot), 1000)...)
+		moves = append(moves, topology.SlotMove{Slot: slot, From: st.Members[0].ID(), To: st.Members[2].ID()})
+	}
+	putKeys(t, f, members, small)
+
+	// 10 keys per MIGRATE: the small keys' stream has work for as long as the big key moves.
+	p, err := migrate(ctx, f, st, moves, ScaleRequest{Pipeline: 10})
+	if err != nil {
+		t.Fatalf("the step ended with %v", err)
+	}
+	if p.MovedSlots != len(moves) || p.Remaining != 0 {
+		t.Errorf("moved %d slots, %d left; want %d, 0", p.MovedSlots, p.Remaining, len(moves))
+	}
+	calls.mu.Lock()
+	got := append([]migrateCall(nil), calls.calls...)
+	calls.mu.Unlock()
+	longest := got[0]
+	for _, c := range got {
+		if c.took > longest.took {
+			longest = c
+		}
+	}
+	end := longest.start.Add(longest.took)
+	overlapping, after := 0, 0
+	for _, c := range got {
+		switch {
+		case c.start.After(longest.start) && c.start.Before(end):
+			overlapping++
+		case !c.start.Before(end):
+			after++
+		}
+	}
+	t.Logf("%d MIGRATE calls; the big key's took %v; %d others started during it, %d after it",
+		len(got), longest.took.Round(time.Millisecond), overlapping, after)
+	if overlapping > 0 {
+		t.Errorf("%d MIGRATE calls of the sibling stream were sent while the big key's ran", overlapping)
+	}
+	if after == 0 {
+		t.Errorf("the sibling stream was done before the big key moved: the test shows nothing")
+	}
+	d := goredis.NewClient(&goredis.Options{Addr: members[1].Addr})
+	defer d.Close()
+	if n, err := d.ZCard(ctx, big).Result(); err != nil || n != bigMembers {
+		t.Errorf("ZCARD on the target: %d, %v; want %d", n, err, bigMembers)
+	}
+	waitFor(t, func() bool {
+		st, err := Observe(ctx, f, members)
+		return err == nil && st.Agreed()
+	})
+	if n := lostKeys(t, f, members, small); n > 0 {
+		t.Fatalf("%d of %d small keys lost", n, len(small))
+	}
 }

@@ -16,6 +16,7 @@ import (
 // source took to answer, and its error.
 type migrateCall struct {
 	timeout string
+	start   time.Time
 	took    time.Duration
 	err     error
 }
@@ -39,7 +40,7 @@ func (m *migrateCalls) AfterProcess(ctx context.Context, cmd goredis.Cmder) erro
 	}
 	start, _ := ctx.Value(startKey{}).(time.Time)
 	m.mu.Lock()
-	m.calls = append(m.calls, migrateCall{timeout: fmt.Sprint(args[5]), took: time.Since(start), err: cmd.Err()})
+	m.calls = append(m.calls, migrateCall{timeout: fmt.Sprint(args[5]), start: start, took: time.Since(start), err: cmd.Err()})
 	m.mu.Unlock()
 	return nil
 }

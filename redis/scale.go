@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
@@ -29,8 +28,8 @@ type ScaleRequest struct {
 	// MaxKeysPerSecond caps the keys moved per second by the step's streams together; 0
 	// for no cap. A capped step also opens fewer slots at once (groupSize).
 	MaxKeysPerSecond int
-	// Stop, when set, is asked before each round of slot groups: true ends the step
-	// after the slots in flight, every one of them closed (pause, or a new size asked).
+	// Stop, when set, is asked before groups of slots start: true ends the step after
+	// the slots in flight, every one of them closed (pause, or a new size asked).
 	Stop func() bool
 }
 
@@ -325,49 +324,54 @@ func (req ScaleRequest) Shape() topology.ScaleShape {
 // stopped reports whether the caller asked the step to end (Stop).
 func (req ScaleRequest) stopped() bool { return req.Stop != nil && req.Stop() }
 
-// migrate moves planned slots until the budget is spent or Stop says so. Moves of the same source and
-// target go in groups (MigrateSlots); groups run at once where disjoint allows: one
-// stream per source, so every source's MIGRATE stays as bounded as alone, and up to
-// streamsPerTarget streams into one target.
+// migrate moves planned slots until the budget is spent or Stop says so. Moves of the same
+// source and target go in groups (MigrateSlots), and groups run at once where the streams
+// allow: up to streamsPerSource from one source, up to streamsPerTarget into one target.
+// A stream takes its next group as soon as its last one is done, without waiting for the
+// others', so streams fall out of step: while one is between MIGRATEs (its SETSLOT rounds,
+// its listings) another's MIGRATEs keep the source busy.
 func migrate(ctx context.Context, f Factory, st *topology.ClusterState, moves []topology.SlotMove, req ScaleRequest) (ScaleProgress, error) {
 	prog := ScaleProgress{Phase: PhaseMigrating, Remaining: len(moves)}
 	addr := topology.AddrsByID(st)
 	opts := req.moveOptions()
-	groups := groupMoves(moves, req.groupSize())
+	opts.gates = newSourceGates()
+	pending := groupMoves(moves, req.groupSize())
+	busy := newStreams()
+	done := make(chan groupResult)
+	inFlight := 0
 	start := time.Now()
-	for len(groups) > 0 {
-		if req.Budget > 0 && time.Since(start) > req.Budget || req.stopped() {
+	var first error
+	for {
+		if first == nil && !(req.Budget > 0 && time.Since(start) > req.Budget) && !req.stopped() {
+			var taken []moveGroup
+			taken, pending = busy.take(pending)
+			for _, g := range taken {
+				inFlight++
+				go func() {
+					n, err := MigrateSlots(ctx, f, g.slots, MasterAddr{ID: g.from, Addr: addr[g.from]}, MasterAddr{ID: g.to, Addr: addr[g.to]},
+						topology.OtherAddrs(st, g.from, g.to), opts)
+					done <- groupResult{group: g, keys: n, err: err}
+				}()
+			}
+		}
+		if inFlight == 0 {
 			break
 		}
-		var round []moveGroup
-		round, groups = disjoint(groups)
-		results := make([]groupResult, len(round))
-		var wg sync.WaitGroup
-		for i, g := range round {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				n, err := MigrateSlots(ctx, f, g.slots, MasterAddr{ID: g.from, Addr: addr[g.from]}, MasterAddr{ID: g.to, Addr: addr[g.to]},
-					topology.OtherAddrs(st, g.from, g.to), opts)
-				results[i] = groupResult{keys: n, err: err}
-			}()
-		}
-		wg.Wait()
-		var first error
-		for i, r := range results {
-			prog.MovedKeys += r.keys
-			if r.err != nil {
-				if first == nil {
-					first = r.err
-				}
-				continue
+		r := <-done
+		inFlight--
+		busy.release(r.group)
+		prog.MovedKeys += r.keys
+		if r.err != nil {
+			if first == nil {
+				first = r.err
 			}
-			prog.MovedSlots += len(round[i].slots)
-			prog.Remaining -= len(round[i].slots)
+			continue
 		}
-		if first != nil {
-			return prog, partialStep(first)
-		}
+		prog.MovedSlots += len(r.group.slots)
+		prog.Remaining -= len(r.group.slots)
+	}
+	if first != nil {
+		return prog, partialStep(first)
 	}
 	return prog, nil
 }
@@ -379,8 +383,9 @@ type moveGroup struct {
 }
 
 type groupResult struct {
-	keys int
-	err  error
+	group moveGroup
+	keys  int
+	err   error
 }
 
 // groupMoves cuts the moves into groups of at most size slots of one source and target,
@@ -404,24 +409,55 @@ func groupMoves(moves []topology.SlotMove, size int) []moveGroup {
 // streamsPerTarget is how many sources stream into one target at once. Scale-out has
 // one new master and every old one a source, so one stream per target would move one
 // source at a time. A target's side of MIGRATE is RESTORE, which its event loop
-// interleaves between the streams; a source's MIGRATE blocks the source for its batch,
-// so a source still serves one stream.
+// interleaves between the streams.
 const streamsPerTarget = 3
 
-// disjoint takes, in order, the groups that can run together: a node is the source of
-// one group, or the target of up to streamsPerTarget groups, never both. It returns them
-// and the rest in their order.
-func disjoint(groups []moveGroup) (taken, rest []moveGroup) {
-	sources := map[string]bool{}
-	targets := map[string]int{}
-	for _, g := range groups {
-		if sources[g.from] || targets[g.from] > 0 || sources[g.to] || targets[g.to] >= streamsPerTarget {
-			rest = append(rest, g)
-			continue
+// streamsPerSource is how many groups one source moves at once. A
+// source's MIGRATE blocks it for its batch, so two MIGRATEs of one source never overlap:
+// the second waits for the first, as a client's command does, and no command waits
+// behind more than that. A big key's MIGRATE, seconds long, takes the source to itself
+// (sourceGates): the sibling stream waits for it at the gate, not on the wire, where its
+// read timeout would cut it off. What the second stream buys is the rest of a group's time: its
+// SETSLOT rounds, key listings and sizes on the other nodes and in the operator, during
+// which one stream leaves the source idle. It matters where a single master is emptied
+// (scale-in), the one case with one source.
+const streamsPerSource = 2
+
+// streams are the groups moving now: a node is the source of up to streamsPerSource
+// groups, or the target of up to streamsPerTarget groups, never both.
+type streams struct {
+	sources map[string]int
+	targets map[string]int
+}
+
+func newStreams() *streams { return &streams{sources: map[string]int{}, targets: map[string]int{}} }
+
+// take takes, in order, the groups that can start beside those moving, and returns them
+// and the rest in their order. A source's first stream comes before any source's second,
+// so several sources into one target (scale-out) each get a stream before one gets two.
+func (s *streams) take(groups []moveGroup) (taken, rest []moveGroup) {
+	for perSource := 1; perSource <= streamsPerSource; perSource++ {
+		rest = nil
+		for _, g := range groups {
+			if s.sources[g.from] >= perSource || s.targets[g.from] > 0 || s.sources[g.to] > 0 || s.targets[g.to] >= streamsPerTarget {
+				rest = append(rest, g)
+				continue
+			}
+			s.sources[g.from]++
+			s.targets[g.to]++
+			taken = append(taken, g)
 		}
-		sources[g.from] = true
-		targets[g.to]++
-		taken = append(taken, g)
+		groups = rest
 	}
 	return taken, rest
+}
+
+// release ends g's stream.
+func (s *streams) release(g moveGroup) {
+	if s.sources[g.from]--; s.sources[g.from] <= 0 {
+		delete(s.sources, g.from)
+	}
+	if s.targets[g.to]--; s.targets[g.to] <= 0 {
+		delete(s.targets, g.to)
+	}
 }
