@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,8 +57,11 @@ type keySizer interface {
 }
 
 // MemoryUsages is MEMORY USAGE of each key, in one round trip; 0 for a key that does not
-// exist. With asking, ASKING goes before each, so a node importing the slot answers for
-// its keys; a node that owns the slot needs none (half the commands).
+// exist, which a source migrating the slot answers with ASK (the key went since it was
+// listed: deleted, expired, evicted). With asking, ASKING goes before each, so a node
+// importing the slot answers for its keys; a node that owns the slot needs none (half the
+// commands). Any other error fails the whole call: one key sized 0 by mistake could be a
+// big key moved without its own timeout.
 func (a *admin) MemoryUsages(ctx context.Context, keys []string, asking bool) ([]int64, error) {
 	cmds := make([]*goredis.IntCmd, len(keys))
 	_, _ = a.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
@@ -72,34 +76,49 @@ func (a *admin) MemoryUsages(ctx context.Context, keys []string, asking bool) ([
 	out := make([]int64, len(keys))
 	for i, c := range cmds {
 		n, err := c.Result()
-		if err != nil && !errors.Is(err, goredis.Nil) {
+		switch {
+		case err == nil:
+			out[i] = n
+		case errors.Is(err, goredis.Nil) || strings.HasPrefix(err.Error(), "ASK "):
+		default:
 			return nil, fmt.Errorf("failed to read the memory usage of key %q on %s: %w", keys[i], a.addr, err)
 		}
-		out[i] = n
 	}
 	return out, nil
 }
 
-// sizes is MEMORY USAGE of each key (one round trip), zeros when the node answers that it
-// cannot say (MEMORY renamed away, say): the keys then go in batches by count as before
-// (split on a timeout). A node that does not answer is an error: the step ends and the
-// slot stays open for the next.
-func (km *keyMover) sizes(ctx context.Context, keys []string) ([]int64, error) {
-	if sz, ok := km.s.(keySizer); ok && len(keys) > 0 {
-		release := km.shared()
-		usages, err := sz.MemoryUsages(ctx, keys, km.asking)
-		release()
-		var reply goredis.Error
-		switch {
-		case err == nil:
-			return usages, nil
-		case !errors.As(err, &reply):
-			// No answer is not "cannot say": a big key sized as 0 would move without its
-			// own timeout and its hold.
-			return nil, err
-		}
+// sizes is MEMORY USAGE of each key (one round trip), and whether the node could say.
+// It cannot when MEMORY is renamed away or not allowed: then every size is 0, and the keys
+// go in batches by count, with the full timeout, split on a timeout. Any other failure
+// (no answer, a reply naming another owner) is an error: the step ends and the slot stays
+// open for the next, because a big key sized 0 would move without its own timeout and hold.
+func (km *keyMover) sizes(ctx context.Context, keys []string) ([]int64, bool, error) {
+	sz, ok := km.s.(keySizer)
+	if !ok || len(keys) == 0 {
+		return make([]int64, len(keys)), false, nil
 	}
-	return make([]int64, len(keys)), nil
+	release := km.shared()
+	usages, err := sz.MemoryUsages(ctx, keys, km.asking)
+	release()
+	switch {
+	case err == nil:
+		return usages, true, nil
+	case cannotSize(err):
+		return make([]int64, len(keys)), false, nil
+	}
+	return nil, false, err
+}
+
+// cannotSize: the node refuses MEMORY USAGE itself (renamed away, or not in the user's
+// ACL), whatever the key.
+func cannotSize(err error) bool {
+	var reply goredis.Error
+	if !errors.As(err, &reply) {
+		return false
+	}
+	msg := reply.Error()
+	return strings.HasPrefix(msg, "ERR unknown command") || strings.HasPrefix(msg, "ERR unknown subcommand") ||
+		strings.HasPrefix(msg, "NOPERM")
 }
 
 // moveBig moves each key whose size (usages, MEMORY USAGE) calls for more than the
@@ -118,17 +137,17 @@ func (km *keyMover) moveBig(ctx context.Context, keys *[]string, usages *[]int64
 			continue
 		}
 		one := *km
-		one.timeout, one.quick, one.gate = t, 0, nil
-		// The source to itself: a sibling stream's command would wait behind this MIGRATE
-		// on the wire, longer than its read timeout.
-		alone := km.alone()
+		one.timeout, one.quick, one.gates = t, 0, nil
 		restore := func() {}
 		if km.hold != nil {
 			restore = km.hold(ctx, callTimeout(t)+NodeTimeout)
 		}
-		n, err := one.move(ctx, []string{k})
-		restore()
+		// The source and the target to itself (gate.go): a sibling stream's command
+		// would wait behind this MIGRATE on the wire, longer than its timeout.
+		alone := km.alone()
+		n, err := one.move(ctx, []string{k}, false)
 		alone()
+		restore()
 		moved += n
 		if err != nil {
 			return moved, err

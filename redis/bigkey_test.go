@@ -253,3 +253,36 @@ func TestReleaseStaleHolds(t *testing.T) {
 		}
 	}
 }
+
+// A key gone since it was listed does not hide the others' sizes: a source migrating the
+// slot answers ASK for it, which sizes it 0, and the big key beside it keeps its size (and
+// so its own timeout and hold).
+func TestMemoryUsagesKeyGoneWhileMigrating(t *testing.T) {
+	servers := redistest.Start(t, 2, healCfg)
+	members := membersOf(servers)
+	f := newFactory(t, Options{})
+	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members, 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxFor(t, time.Minute)
+	st, _ := Observe(ctx, f, members)
+	slot := st.Members[0].Self().Slots[0].Start + 5
+	big, gone := fmt.Sprintf("{%s}:z", tagFor(slot)), fmt.Sprintf("{%s}:gone", tagFor(slot))
+	redistest.ZAddBig(ctx, t, members[0].Addr, "", big, 20_000)
+	src := f.For(members[0].Addr).(*admin)
+	if err := src.SetSlot(ctx, slot, "migrating", st.Members[1].ID()); err != nil {
+		t.Fatal(err)
+	}
+	got, err := src.MemoryUsages(ctx, []string{big, gone}, false)
+	if err != nil {
+		t.Fatalf("MemoryUsages: %v", err)
+	}
+	if got[0] < 1<<20 || got[1] != 0 {
+		t.Errorf("sizes %v: want the big key's (over 1 MiB) and 0 for the missing one", got)
+	}
+	km := keyMover{s: src, src: members[0].Addr, dst: members[1].Addr, slot: slot, timeout: DefaultMigrateTimeout}
+	if _, sized, err := km.sizes(ctx, []string{big, gone}); err != nil || !sized {
+		t.Errorf("sizes: sized %v, %v; want sized", sized, err)
+	}
+	_ = src.SetSlot(ctx, slot, "stable", "")
+}

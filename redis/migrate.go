@@ -196,8 +196,8 @@ type MoveOptions struct {
 	// Limiter, when set, caps the keys moved per second (every stream sharing it takes
 	// its tokens); a MIGRATE batch is then at most its burst (NewKeyLimiter).
 	Limiter *rate.Limiter
-	// gates, when set, are shared by the streams of one step (two may have one source).
-	gates *sourceGates
+	// gates, when set, are shared by the streams of one step (gate.go).
+	gates *nodeGates
 }
 
 // NewKeyLimiter caps migration at perSecond keys per second, in batches of at most
@@ -274,16 +274,16 @@ func MigrateSlots(ctx context.Context, f Factory, slots []int, src, dst MasterAd
 			return 0, err
 		}
 	}
-	if err := firstErr(d.SetSlots(ctx, slots, "importing", src.ID)); err != nil {
-		return 0, err
-	}
 	km := keyMover{s: s, src: src.Addr, dst: dst.Addr, timeout: opts.timeout(), quick: QuickMigrateTimeout,
-		replaceBusy: true, stuck: backoffOf(f), gate: opts.gates.of(src.Addr),
+		replaceBusy: true, stuck: backoffOf(f), gates: opts.gates.of(src.Addr, dst.Addr),
 		hold: func(ctx context.Context, d time.Duration) func() {
 			return holdDetection(ctx, f, append([]string{src.Addr, dst.Addr}, others...), d)
 		}}
 	release := km.shared()
-	err = firstErr(s.SetSlots(ctx, slots, "migrating", dst.ID))
+	err = firstErr(d.SetSlots(ctx, slots, "importing", src.ID))
+	if err == nil {
+		err = firstErr(s.SetSlots(ctx, slots, "migrating", dst.ID))
+	}
 	release()
 	if err != nil {
 		return 0, err
@@ -376,9 +376,9 @@ const NodeTimeout = 5 * time.Second
 const DefaultMigrateTimeout = NodeTimeout / 2
 
 // QuickMigrateTimeout is the timeout of a batch's first try while no MIGRATE of the
-// stream has timed out. A batch (at most DefaultBatchBytes, big keys go alone) is answered
-// in milliseconds; a target that does not answer within this is paused or stalled, not
-// slow. The case that matters: CLUSTER FAILOVER on the target's replica pauses the
+// stream has timed out, for a batch known to hold at most DefaultBatchBytes: it is
+// answered in milliseconds, and a target that does not answer within this is paused or
+// stalled, not slow. The case that matters: CLUSTER FAILOVER on the target's replica pauses the
 // target's writes, RESTORE-ASKING among them, until the replica has won the election, and
 // a source blocked in MIGRATE cannot vote. When the sources are half the masters, the
 // election then waits for their MIGRATE to time out, and every source's clients with it.
@@ -484,9 +484,10 @@ type keyMover struct {
 	// quick, when set, is the timeout of each MIGRATE until one times out
 	// (QuickMigrateTimeout); then it is cleared and timeout applies.
 	quick time.Duration
-	// gate, when set, is the source's among the streams of a step (sourceGates): each
-	// command to the source shares it, a big key's MIGRATE takes it alone.
-	gate *sync.RWMutex
+	// gates, when set, are the source's and the target's among the streams of a step
+	// (gate.go): each command of the stream shares them, a big key's MIGRATE takes them
+	// alone.
+	gates []*sync.RWMutex
 	// replaceBusy: a key on both sides is replaced on the target, because the source's
 	// copy is the one clients were served (the slot is the source's). When false, the
 	// copies are compared with owner (DUMP) and only an identical one is replaced.
@@ -515,11 +516,14 @@ func (km keyMover) drainSlots(ctx context.Context, slots []int, opts MoveOptions
 	moved := 0
 	pending := slots
 	for len(pending) > 0 {
+		if err := km.fits(ctx); err != nil {
+			return moved, err
+		}
 		release := km.shared()
 		lists, err := km.s.GetKeysInSlots(ctx, pending, opts.pipeline())
 		release()
 		if err != nil {
-			return moved, err
+			return moved, km.spent(ctx, err)
 		}
 		var all []string
 		for _, keys := range lists {
@@ -528,9 +532,9 @@ func (km keyMover) drainSlots(ctx context.Context, slots []int, opts MoveOptions
 		if len(all) == 0 {
 			return moved, nil
 		}
-		sizes, err := km.sizes(ctx, all)
+		sizes, sized, err := km.sizes(ctx, all)
 		if err != nil {
-			return moved, err
+			return moved, km.spent(ctx, err)
 		}
 		var next []int
 		at := 0
@@ -547,11 +551,16 @@ func (km keyMover) drainSlots(ctx context.Context, slots []int, opts MoveOptions
 			if err != nil {
 				return moved, err
 			}
+			off := 0
 			for _, batch := range byBytes(keys, usages, opts.batchBytes()) {
+				// The quick first try only for a batch known to be small: a bigger one the
+				// target is still restoring when the quick try gives up.
+				small := sized && sum(usages[off:off+len(batch)]) <= DefaultBatchBytes
+				off += len(batch)
 				if err := opts.throttle(ctx, len(batch)); err != nil {
 					return moved, err
 				}
-				n, err := km.move(ctx, batch)
+				n, err := km.move(ctx, batch, small)
 				moved += n
 				if err != nil {
 					return moved, err
@@ -581,16 +590,22 @@ func byBytes(keys []string, sizes []int64, limit int64) [][]string {
 	return append(out, keys[start:])
 }
 
+func sum(xs []int64) int64 {
+	var n int64
+	for _, x := range xs {
+		n += x
+	}
+	return n
+}
+
 // move migrates keys; a batch that times out is split in halves, down to one key, and a
 // single key that times out is a *StuckKeyError. The halves are tried left first and the
 // first stuck key ends the step, so a target that stalls costs log2(batch)+1 calls, not
-// one per key.
-func (km *keyMover) move(ctx context.Context, keys []string) (int, error) {
-	if err := km.fits(ctx); err != nil {
-		return 0, err
-	}
+// one per key. A small batch (at most DefaultBatchBytes) goes with the quick timeout while
+// the stream has it.
+func (km *keyMover) move(ctx context.Context, keys []string, small bool) (int, error) {
 	timeout := km.timeout
-	if km.quick > 0 && km.quick < timeout {
+	if small && km.quick > 0 && km.quick < timeout {
 		timeout = km.quick
 	}
 	err := km.migrate(ctx, keys, false, timeout)
@@ -617,7 +632,7 @@ func (km *keyMover) move(ctx context.Context, keys []string) (int, error) {
 		if err := sleepCtx(ctx, breathe); err != nil {
 			return 0, err
 		}
-		return km.move(ctx, keys)
+		return km.move(ctx, keys, false)
 	case len(keys) == 1:
 		return 0, km.stuckKey(keys[0], err)
 	}
@@ -625,18 +640,18 @@ func (km *keyMover) move(ctx context.Context, keys []string) (int, error) {
 		return 0, err
 	}
 	half := len(keys) / 2
-	n, err := km.move(ctx, keys[:half])
+	n, err := km.move(ctx, keys[:half], false)
 	if err != nil {
 		return n, err
 	}
-	m, err := km.move(ctx, keys[half:])
+	m, err := km.move(ctx, keys[half:], false)
 	return n + m, err
 }
 
 func (km *keyMover) oneByOne(ctx context.Context, keys []string) (int, error) {
 	moved := 0
 	for _, k := range keys {
-		n, err := km.move(ctx, []string{k})
+		n, err := km.move(ctx, []string{k}, false)
 		moved += n
 		if err != nil {
 			return moved, err
@@ -676,50 +691,12 @@ func (km *keyMover) replaceIfSame(ctx context.Context, key string) (int, error) 
 func (km *keyMover) migrate(ctx context.Context, keys []string, replace bool, timeout time.Duration) error {
 	release := km.shared()
 	defer release()
+	// After the gate, which may have waited for a big key: a MIGRATE the caller would
+	// not wait for to the end is not sent.
+	if err := km.fits(ctx); err != nil {
+		return err
+	}
 	return km.s.Migrate(ctx, km.dst, keys, replace, timeout)
-}
-
-// shared waits until no sibling stream has the source to itself and returns what lets it
-// go; a no-op without a gate.
-func (km *keyMover) shared() func() {
-	if km.gate == nil {
-		return func() {}
-	}
-	km.gate.RLock()
-	return km.gate.RUnlock
-}
-
-// alone waits until the stream has the source to itself and returns what lets it go.
-func (km *keyMover) alone() func() {
-	if km.gate == nil {
-		return func() {}
-	}
-	km.gate.Lock()
-	return km.gate.Unlock
-}
-
-// sourceGates are the sources' gates among the streams of one step. A source's MIGRATE
-// blocks it, and any command of a sibling stream waits behind it on the wire with its
-// client's read timeout (3 s), shorter than a big key's MIGRATE. Behind a gate it waits
-// without a timeout instead, and is sent once the big key has moved.
-type sourceGates struct {
-	mu    sync.Mutex
-	gates map[string]*sync.RWMutex
-}
-
-func newSourceGates() *sourceGates { return &sourceGates{gates: map[string]*sync.RWMutex{}} }
-
-// of is addr's gate; nil for nil gates (a stream alone).
-func (g *sourceGates) of(addr string) *sync.RWMutex {
-	if g == nil {
-		return nil
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.gates[addr] == nil {
-		g.gates[addr] = &sync.RWMutex{}
-	}
-	return g.gates[addr]
 }
 
 func (km *keyMover) stuckKey(key string, err error) error {
@@ -738,6 +715,16 @@ func (km *keyMover) fits(ctx context.Context) error {
 		return fmt.Errorf("slot %d from %s to %s: %w", km.slot, km.src, km.dst, ErrBudgetSpent)
 	}
 	return nil
+}
+
+// spent is err, or ErrBudgetSpent when the caller's time ran out meanwhile: a listing or
+// sizing cut off by the step's deadline (after waiting at a gate, say) ends the step as a
+// spent budget does, leaving the slot open for the next.
+func (km *keyMover) spent(ctx context.Context, err error) error {
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < callTimeout(km.timeout) {
+		return fmt.Errorf("slot %d from %s to %s: %v: %w", km.slot, km.src, km.dst, err, ErrBudgetSpent)
+	}
+	return err
 }
 
 func isBusyKey(err error) bool { return err != nil && strings.Contains(err.Error(), "BUSYKEY") }

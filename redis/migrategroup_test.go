@@ -242,83 +242,99 @@ func TestMigrateGroupSourceFailoverMidMove(t *testing.T) {
 	readAll(t, f, members, tag)
 }
 
-// Two streams of one source, one of them moving a big key: the key's MIGRATE takes the
-// source to itself, so the sibling stream's commands wait at the gate rather than on the
-// wire behind it, where their read timeout would cut them off and end the step. No other
-// MIGRATE is sent while the big key's runs, and the step ends with every key moved.
-func TestMigrateSiblingStreamWaitsForBigKey(t *testing.T) {
-	servers := redistest.Start(t, 3, redistest.Config{NodeTimeout: NodeTimeout})
-	members := membersOf(servers)
-	calls := &migrateCalls{}
-	f := newFactory(t, Options{Hooks: []goredis.Hook{calls}})
-	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members, 3, 0); err != nil {
-		t.Fatal(err)
-	}
-	ctx := ctxFor(t, 3*time.Minute)
-	st, err := Observe(ctx, f, members)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first := st.Members[0].Self().Slots[0].Start
-	bigSlot := first + 3
-	big := fmt.Sprintf("{%s}:big", tagFor(bigSlot))
-	// About 200 MB of MEMORY USAGE: over the 40 MB that MIGRATE's default timeout moves at
-	// bigKeyRate, so it goes alone with its own timeout, for seconds.
-	redistest.ZAddBig(ctx, t, members[0].Addr, "", big, bigMembers)
-	var small []string
-	moves := []topology.SlotMove{{Slot: bigSlot, From: st.Members[0].ID(), To: st.Members[1].ID()}}
-	for i := 0; i < 16; i++ {
-		slot := first + 10 + i
-		small = append(small, slotKeyNames(tagFor(slot), 1000)...)
-		moves = append(moves, topology.SlotMove{Slot: slot, From: st.Members[0].ID(), To: st.Members[2].ID()})
-	}
-	putKeys(t, f, members, small)
+// A stream moving a big key beside others of its source or its target: the key's
+// MIGRATE takes both nodes to itself (gate.go), so the other stream's commands wait at the
+// gate rather than on the wire behind it, where their read timeout or MIGRATE's own would
+// cut them off and end the step. No other MIGRATE is sent while the big key's runs, and
+// the step ends with every key moved.
+func TestMigrateOtherStreamsWaitForBigKey(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		from, to int // the small keys' stream; the big key goes from master 0 to master 1
+	}{
+		{"same source", 0, 2},
+		{"same target", 2, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			servers := redistest.Start(t, 3, redistest.Config{NodeTimeout: NodeTimeout})
+			members := membersOf(servers)
+			calls := &migrateCalls{}
+			f := newFactory(t, Options{Hooks: []goredis.Hook{calls}})
+			if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members, 3, 0); err != nil {
+				t.Fatal(err)
+			}
+			ctx := ctxFor(t, 3*time.Minute)
+			st, err := Observe(ctx, f, members)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bigSlot := st.Members[0].Self().Slots[0].Start + 3
+			big := fmt.Sprintf("{%s}:big", tagFor(bigSlot))
+			// About 200 MB of MEMORY USAGE: over the 40 MB that MIGRATE's default timeout
+			// moves at bigKeyRate, so it goes alone with its own timeout, for seconds.
+			redistest.ZAddBig(ctx, t, members[0].Addr, "", big, bigMembers)
+			var small []string
+			moves := []topology.SlotMove{{Slot: bigSlot, From: st.Members[0].ID(), To: st.Members[1].ID()}}
+			first := st.Members[tc.from].Self().Slots[0].Start
+			for i := 0; i < 16; i++ {
+				slot := first + 10 + i
+				small = append(small, slotKeyNames(tagFor(slot), 1000)...)
+				moves = append(moves, topology.SlotMove{Slot: slot, From: st.Members[tc.from].ID(), To: st.Members[tc.to].ID()})
+			}
+			putKeys(t, f, members, small)
 
-	// 10 keys per MIGRATE: the small keys' stream has work for as long as the big key moves.
-	p, err := migrate(ctx, f, st, moves, ScaleRequest{Pipeline: 10})
-	if err != nil {
-		t.Fatalf("the step ended with %v", err)
-	}
-	if p.MovedSlots != len(moves) || p.Remaining != 0 {
-		t.Errorf("moved %d slots, %d left; want %d, 0", p.MovedSlots, p.Remaining, len(moves))
-	}
-	calls.mu.Lock()
-	got := append([]migrateCall(nil), calls.calls...)
-	calls.mu.Unlock()
-	longest := got[0]
-	for _, c := range got {
-		if c.took > longest.took {
-			longest = c
-		}
-	}
-	end := longest.start.Add(longest.took)
-	overlapping, after := 0, 0
-	for _, c := range got {
-		switch {
-		case c.start.After(longest.start) && c.start.Before(end):
-			overlapping++
-		case !c.start.Before(end):
-			after++
-		}
-	}
-	t.Logf("%d MIGRATE calls; the big key's took %v; %d others started during it, %d after it",
-		len(got), longest.took.Round(time.Millisecond), overlapping, after)
-	if overlapping > 0 {
-		t.Errorf("%d MIGRATE calls of the sibling stream were sent while the big key's ran", overlapping)
-	}
-	if after == 0 {
-		t.Errorf("the sibling stream was done before the big key moved: the test shows nothing")
-	}
-	d := goredis.NewClient(&goredis.Options{Addr: members[1].Addr})
-	defer d.Close()
-	if n, err := d.ZCard(ctx, big).Result(); err != nil || n != bigMembers {
-		t.Errorf("ZCARD on the target: %d, %v; want %d", n, err, bigMembers)
-	}
-	waitFor(t, func() bool {
-		st, err := Observe(ctx, f, members)
-		return err == nil && st.Agreed()
-	})
-	if n := lostKeys(t, f, members, small); n > 0 {
-		t.Fatalf("%d of %d small keys lost", n, len(small))
+			// 10 keys per MIGRATE: the small keys' stream has work for as long as the big
+			// key moves.
+			p, err := migrate(ctx, f, st, moves, ScaleRequest{Pipeline: 10})
+			if err != nil {
+				t.Fatalf("the step ended with %v", err)
+			}
+			if p.MovedSlots != len(moves) || p.Remaining != 0 {
+				t.Errorf("moved %d slots, %d left; want %d, 0", p.MovedSlots, p.Remaining, len(moves))
+			}
+			calls.mu.Lock()
+			got := append([]migrateCall(nil), calls.calls...)
+			calls.mu.Unlock()
+			var bigCall migrateCall
+			for _, c := range got {
+				if c.first == big {
+					bigCall = c
+				}
+			}
+			end := bigCall.start.Add(bigCall.took)
+			overlapping, after := 0, 0
+			for _, c := range got {
+				switch {
+				case c.first == big:
+				case c.start.After(bigCall.start) && c.start.Before(end):
+					overlapping++
+				case !c.start.Before(end):
+					after++
+				}
+			}
+			t.Logf("%d MIGRATE calls; the big key's took %v; %d others started during it, %d after it",
+				len(got), bigCall.took.Round(time.Millisecond), overlapping, after)
+			if bigCall.took < time.Second {
+				t.Errorf("the big key's MIGRATE took %v: too short to show anything", bigCall.took)
+			}
+			if overlapping > 0 {
+				t.Errorf("%d MIGRATE calls of the other stream were sent while the big key's ran", overlapping)
+			}
+			if after == 0 {
+				t.Errorf("the other stream was done before the big key moved: the test shows nothing")
+			}
+			d := goredis.NewClient(&goredis.Options{Addr: members[1].Addr})
+			defer d.Close()
+			if n, err := d.ZCard(ctx, big).Result(); err != nil || n != bigMembers {
+				t.Errorf("ZCARD on the target: %d, %v; want %d", n, err, bigMembers)
+			}
+			waitFor(t, func() bool {
+				st, err := Observe(ctx, f, members)
+				return err == nil && st.Agreed()
+			})
+			if n := lostKeys(t, f, members, small); n > 0 {
+				t.Fatalf("%d of %d small keys lost", n, len(small))
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +17,8 @@ import (
 // source took to answer, and its error.
 type migrateCall struct {
 	timeout string
+	keys    int
+	first   string // the first key
 	start   time.Time
 	took    time.Duration
 	err     error
@@ -39,8 +42,14 @@ func (m *migrateCalls) AfterProcess(ctx context.Context, cmd goredis.Cmder) erro
 		return nil
 	}
 	start, _ := ctx.Value(startKey{}).(time.Time)
+	call := migrateCall{timeout: fmt.Sprint(args[5]), start: start, took: time.Since(start), err: cmd.Err()}
+	for i, a := range args {
+		if fmt.Sprint(a) == "keys" && i+1 < len(args) {
+			call.keys, call.first = len(args)-i-1, fmt.Sprint(args[i+1])
+		}
+	}
 	m.mu.Lock()
-	m.calls = append(m.calls, migrateCall{timeout: fmt.Sprint(args[5]), start: start, took: time.Since(start), err: cmd.Err()})
+	m.calls = append(m.calls, call)
 	m.mu.Unlock()
 	return nil
 }
@@ -118,5 +127,63 @@ func TestMigrateQuickFirstTryOnPausedTarget(t *testing.T) {
 	}
 	if n := lostKeys(t, f, members, keys); n > 0 {
 		t.Fatalf("%d of %d keys lost", n, len(keys))
+	}
+}
+
+// A batch known to be small gets the quick first try; a key over DefaultBatchBytes (but
+// under the big-key size) goes with the full timeout from the start, since a target would
+// still be restoring it when a quick try gave up, and restore it a second time.
+func TestMigrateQuickOnlyForSmallBatches(t *testing.T) {
+	servers := redistest.Start(t, 2, redistest.Config{NodeTimeout: NodeTimeout})
+	members := membersOf(servers)
+	calls := &migrateCalls{}
+	f := newFactory(t, Options{Hooks: []goredis.Hook{calls}})
+	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members, 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxFor(t, time.Minute)
+	st, err := Observe(ctx, f, members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot := st.Members[0].Self().Slots[0].Start + 9
+	keys := slotKeyNames(tagFor(slot), 50)
+	putKeys(t, f, members, keys)
+	mid := fmt.Sprintf("{%s}:mid", tagFor(slot))
+	c := goredis.NewClient(&goredis.Options{Addr: members[0].Addr})
+	defer c.Close()
+	if err := c.Set(ctx, mid, strings.Repeat("x", 3<<20), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	src := MasterAddr{ID: st.Members[0].ID(), Addr: members[0].Addr}
+	dst := MasterAddr{ID: st.Members[1].ID(), Addr: members[1].Addr}
+	if _, err := MigrateSlotWith(ctx, f, slot, src, dst, nil, MoveOptions{Pipeline: 100}); err != nil {
+		t.Fatal(err)
+	}
+	quick, full := fmt.Sprint(QuickMigrateTimeout.Milliseconds()), fmt.Sprint(DefaultMigrateTimeout.Milliseconds())
+	calls.mu.Lock()
+	defer calls.mu.Unlock()
+	var sawQuick, sawFull bool
+	for _, call := range calls.calls {
+		if call.err != nil {
+			t.Errorf("MIGRATE failed: %v", call.err)
+		}
+		switch {
+		case call.keys == 1 && call.first == mid:
+			sawFull = call.timeout == full
+		case call.timeout == quick:
+			sawQuick = true
+		}
+	}
+	if !sawFull || !sawQuick {
+		t.Errorf("the 3 MiB key went with the full timeout: %v; the small keys with the quick one: %v; calls %+v", sawFull, sawQuick, calls.calls)
+	}
+	if n := lostKeys(t, f, members, keys); n > 0 {
+		t.Fatalf("%d of %d small keys lost", n, len(keys))
+	}
+	d := goredis.NewClient(&goredis.Options{Addr: dst.Addr})
+	defer d.Close()
+	if n, err := d.StrLen(ctx, mid).Result(); err != nil || n != 3<<20 {
+		t.Errorf("the 3 MiB key on the target: %d bytes, %v", n, err)
 	}
 }

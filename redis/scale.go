@@ -334,7 +334,7 @@ func migrate(ctx context.Context, f Factory, st *topology.ClusterState, moves []
 	prog := ScaleProgress{Phase: PhaseMigrating, Remaining: len(moves)}
 	addr := topology.AddrsByID(st)
 	opts := req.moveOptions()
-	opts.gates = newSourceGates()
+	opts.gates = newNodeGates()
 	pending := groupMoves(moves, req.groupSize())
 	busy := newStreams()
 	done := make(chan groupResult)
@@ -415,9 +415,9 @@ const streamsPerTarget = 3
 // streamsPerSource is how many groups one source moves at once. A
 // source's MIGRATE blocks it for its batch, so two MIGRATEs of one source never overlap:
 // the second waits for the first, as a client's command does, and no command waits
-// behind more than that. A big key's MIGRATE, seconds long, takes the source to itself
-// (sourceGates): the sibling stream waits for it at the gate, not on the wire, where its
-// read timeout would cut it off. What the second stream buys is the rest of a group's time: its
+// behind more than that. A big key's MIGRATE, seconds long, takes its source and target
+// to itself (gate.go): the other streams wait for it at the gate, not on the wire, where
+// their timeouts would cut them off. What the second stream buys is the rest of a group's time: its
 // SETSLOT rounds, key listings and sizes on the other nodes and in the operator, during
 // which one stream leaves the source idle. It matters where a single master is emptied
 // (scale-in), the one case with one source.
