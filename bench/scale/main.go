@@ -27,14 +27,15 @@ import (
 
 	"github.com/hc-middleware/redis-cluster-operator/redis"
 	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
+	"github.com/hc-middleware/redis-cluster-operator/test/e2e/framework"
 )
 
 var verbose bool
 
 type config struct {
-	keys, valueSize, pipeline, writeRate int
-	budget, nodeTimeout                  time.Duration
-	redisCli                             string
+	keys, valueSize, pipeline int
+	budget, nodeTimeout       time.Duration
+	redisCli                  string
 }
 
 func main() {
@@ -43,7 +44,6 @@ func main() {
 	flag.IntVar(&cfg.keys, "keys", 1_000_000, "keys loaded before the scale-out")
 	flag.IntVar(&cfg.valueSize, "value", 64, "bytes per value")
 	flag.IntVar(&cfg.pipeline, "pipeline", 100, "keys per MIGRATE: --cluster-pipeline and ScaleRequest.Pipeline")
-	flag.IntVar(&cfg.writeRate, "write-rate", 1000, "writes a second by the writer running through each move")
 	flag.DurationVar(&cfg.budget, "budget", 2*time.Second, "ScaleRequest.Budget of one operator step (the controller's scaleBudget)")
 	flag.DurationVar(&cfg.nodeTimeout, "node-timeout", 5*time.Second, "cluster-node-timeout of every server (the pods' value)")
 	flag.StringVar(&cfg.redisCli, "redis-cli", "/usr/bin/redis-cli", "redis-cli binary")
@@ -93,7 +93,6 @@ func runAll(cfg config, rounds int, only string, d *devcluster) error {
 	}
 	perSlot := keysPerSlot(cfg.keys)
 	var all []result
-	writes := 0
 	for r := 1; r <= rounds; r++ {
 		order := methods
 		if r%2 == 0 { // alternate who goes first: neither always runs on a warmer machine
@@ -101,7 +100,7 @@ func runAll(cfg config, rounds int, only string, d *devcluster) error {
 		}
 		var byMethod [][]result
 		for _, m := range order {
-			res, err := runRound(context.Background(), cfg, m, perSlot, &writes)
+			res, err := runRound(context.Background(), cfg, m, perSlot, fmt.Sprintf("w%d", r))
 			if err != nil {
 				return fmt.Errorf("round %d %s: %w", r, m.name, err)
 			}
@@ -198,7 +197,7 @@ func keysPerSlot(n int) []int {
 }
 
 // runRound forms a fresh cluster, loads it, and times the scale-out then the scale-in.
-func runRound(ctx context.Context, cfg config, m method, perSlot []int, writes *int) ([]result, error) {
+func runRound(ctx context.Context, cfg config, m method, perSlot []int, prefix string) ([]result, error) {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
 	defer cancel()
 	c, err := newCluster(ctx, cfg.nodeTimeout, m.podLike)
@@ -215,7 +214,7 @@ func runRound(ctx context.Context, cfg config, m method, perSlot []int, writes *
 		if dir == "in" {
 			move = m.in
 		}
-		res, err := timeMove(ctx, c, cfg, move, perSlot, writes)
+		res, err := timeMove(ctx, c, cfg, move, perSlot, prefix+dir)
 		if err != nil {
 			return out, fmt.Errorf("scale-%s: %w", dir, err)
 		}
@@ -226,8 +225,9 @@ func runRound(ctx context.Context, cfg config, m method, perSlot []int, writes *
 }
 
 // timeMove runs one move from a settled cluster with the writer running, then reads
-// every key back.
-func timeMove(ctx context.Context, c *cluster, cfg config, move func(context.Context, *cluster, config) error, perSlot []int, writes *int) (result, error) {
+// every key back. The writer is the fault suite's, as on the devcluster: one goroutine per
+// master, a write every 3 ms each, routed by the slot table and following MOVED and ASK.
+func timeMove(ctx context.Context, c *cluster, cfg config, move func(context.Context, *cluster, config) error, perSlot []int, prefix string) (result, error) {
 	var res result
 	if err := c.settle(ctx); err != nil {
 		return res, err
@@ -240,13 +240,19 @@ func timeMove(ctx context.Context, c *cluster, cfg config, move func(context.Con
 	if err != nil {
 		return res, err
 	}
-	w := startWriter(c.addrs(), *writes, cfg.writeRate)
+	addrs := c.addrs()
+	router := framework.NewRouter(func(context.Context) ([]string, error) { return addrs, nil }, "")
+	defer router.Close()
+	w, err := router.StartWriter(ctx, prefix)
+	if err != nil {
+		return res, err
+	}
 	mw := watchMoving(distinct(before[:]))
 	start := time.Now()
 	err = move(ctx, c, cfg)
 	res.took = time.Since(start)
 	from, to, cores, seen := mw.stop()
-	acked, failed, gap := w.stop()
+	rep := w.Stop()
 	if err != nil {
 		return res, err
 	}
@@ -258,10 +264,7 @@ func timeMove(ctx context.Context, c *cluster, cfg config, move func(context.Con
 	if err != nil {
 		return res, err
 	}
-	res.cpu, res.gap, res.acked, res.failed = cpu1-cpu0, gap, len(acked), failed
-	if len(acked) > 0 {
-		*writes = acked[len(acked)-1] + 1
-	}
+	res.cpu, res.gap, res.acked, res.failed = cpu1-cpu0, rep.LongestGap, rep.Acked, rep.Failed
 	if err := c.settle(ctx); err != nil {
 		return res, err
 	}
@@ -282,11 +285,11 @@ func timeMove(ctx context.Context, c *cluster, cfg config, move func(context.Con
 	if err != nil {
 		return res, err
 	}
-	lostWrites, err := c.lost(ctx, writerKey, writerValue, acked)
+	lostWrites, err := router.Missing(ctx, w.Acked())
 	if err != nil {
 		return res, err
 	}
-	res.lost = lostLoaded + lostWrites
+	res.lost = lostLoaded + len(lostWrites)
 	return res, nil
 }
 
