@@ -256,18 +256,7 @@ func TestMigrateOtherStreamsWaitForBigKey(t *testing.T) {
 		{"same target", 2, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			servers := redistest.Start(t, 3, redistest.Config{NodeTimeout: NodeTimeout})
-			members := membersOf(servers)
-			calls := &migrateCalls{}
-			f := newFactory(t, Options{Hooks: []goredis.Hook{calls}})
-			if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members, 3, 0); err != nil {
-				t.Fatal(err)
-			}
-			ctx := ctxFor(t, 3*time.Minute)
-			st, err := Observe(ctx, f, members)
-			if err != nil {
-				t.Fatal(err)
-			}
+			members, f, calls, st, ctx := formRecorded(t, 3, 3*time.Minute)
 			bigSlot := st.Members[0].Self().Slots[0].Start + 3
 			big := fmt.Sprintf("{%s}:big", tagFor(bigSlot))
 			// About 200 MB of MEMORY USAGE: over the 40 MB that MIGRATE's default timeout

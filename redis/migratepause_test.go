@@ -11,6 +11,7 @@ import (
 	goredis "github.com/go-redis/redis/v8"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // migrateCall is one MIGRATE as a hook saw it: the timeout it carried, how long the
@@ -60,24 +61,31 @@ func (m *migrateCalls) BeforeProcessPipeline(ctx context.Context, _ []goredis.Cm
 
 func (m *migrateCalls) AfterProcessPipeline(context.Context, []goredis.Cmder) error { return nil }
 
+// formRecorded forms a cluster of n masters at the node timeout the operator renders
+// (MIGRATE's full timeout is half of it), with every MIGRATE through f recorded.
+func formRecorded(t *testing.T, n int, d time.Duration) ([]topology.Member, Factory, *migrateCalls, *topology.ClusterState, context.Context) {
+	t.Helper()
+	servers := redistest.Start(t, n, redistest.Config{NodeTimeout: NodeTimeout})
+	members := membersOf(servers)
+	calls := &migrateCalls{}
+	f := newFactory(t, Options{Hooks: []goredis.Hook{calls}})
+	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members, n, 0); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxFor(t, d)
+	st, err := Observe(ctx, f, members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return members, f, calls, st, ctx
+}
+
 // A target whose writes are paused (what CLUSTER FAILOVER on its replica does until the
 // replica wins) holds its source for QuickMigrateTimeout, not the full MIGRATE timeout:
 // the first try of the stream is quick, and once it timed out the stream goes on with the
 // full timeout, so the batch still moves when the pause ends and nothing is lost.
 func TestMigrateQuickFirstTryOnPausedTarget(t *testing.T) {
-	// The node timeout the operator renders: MIGRATE's full timeout is half of it.
-	servers := redistest.Start(t, 3, redistest.Config{NodeTimeout: NodeTimeout})
-	members := membersOf(servers)
-	calls := &migrateCalls{}
-	f := newFactory(t, Options{Hooks: []goredis.Hook{calls}})
-	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members, 3, 0); err != nil {
-		t.Fatal(err)
-	}
-	ctx := ctxFor(t, time.Minute)
-	st, err := Observe(ctx, f, members)
-	if err != nil {
-		t.Fatal(err)
-	}
+	members, f, calls, st, ctx := formRecorded(t, 3, time.Minute)
 	slot := st.Members[0].Self().Slots[0].Start + 7
 	keys := slotKeyNames(tagFor(slot), 2000)
 	putKeys(t, f, members, keys)
@@ -134,18 +142,7 @@ func TestMigrateQuickFirstTryOnPausedTarget(t *testing.T) {
 // under the big-key size) goes with the full timeout from the start, since a target would
 // still be restoring it when a quick try gave up, and restore it a second time.
 func TestMigrateQuickOnlyForSmallBatches(t *testing.T) {
-	servers := redistest.Start(t, 2, redistest.Config{NodeTimeout: NodeTimeout})
-	members := membersOf(servers)
-	calls := &migrateCalls{}
-	f := newFactory(t, Options{Hooks: []goredis.Hook{calls}})
-	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members, 2, 0); err != nil {
-		t.Fatal(err)
-	}
-	ctx := ctxFor(t, time.Minute)
-	st, err := Observe(ctx, f, members)
-	if err != nil {
-		t.Fatal(err)
-	}
+	members, f, calls, st, ctx := formRecorded(t, 2, time.Minute)
 	slot := st.Members[0].Self().Slots[0].Start + 9
 	keys := slotKeyNames(tagFor(slot), 50)
 	putKeys(t, f, members, keys)
