@@ -160,7 +160,7 @@ func (r *Reconciler) reconcileScale(ctx context.Context, s *scope) (ctrl.Result,
 // stopRequested is the Stop of a resize step: it reads the RedisCluster again (from the
 // cache) before groups of slots start, and ends the step after the slots in flight once
 // the user paused it, asked for another size (an abort puts the old one back), or
-// deleted it, so the next reconcile acts on the new spec within a round, not a budget.
+// deleted it, so the next reconcile acts on the new spec after the groups in flight, not a budget.
 func (r *Reconciler) stopRequested(ctx context.Context, rc *redisv1alpha1.RedisCluster) func() bool {
 	return func() bool {
 		now := &redisv1alpha1.RedisCluster{}

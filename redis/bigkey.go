@@ -137,6 +137,8 @@ func (km *keyMover) moveBig(ctx context.Context, keys *[]string, usages *[]int64
 			continue
 		}
 		one := *km
+		// No gates on the copy: km.alone() holds them, and a shared() inside would wait
+		// for itself.
 		one.timeout, one.quick, one.gates = t, 0, nil
 		restore := func() {}
 		if km.hold != nil {

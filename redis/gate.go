@@ -14,10 +14,13 @@ import (
 // be cut off, the step would end with an error, and a batch could be named stuck.
 //
 // So each node a step moves keys between has a gate in the operator: every command a stream
-// sends to its source or target shares the two gates, and a big key's MIGRATE takes both
-// alone. The siblings then wait at the gate, without a timeout, and go on once it has
-// moved. Gates are taken in address order, so two streams never hold one each and wait for
-// the other's.
+// sends to its source or target to list, size, mark or move keys shares the two gates, and
+// a big key's MIGRATE takes both alone. The others then wait at the gate, without a
+// timeout, and go on once it has moved. Gates are taken in address order, so two streams
+// never hold one each and wait for the other's. Not gated: the hold of failure detection
+// around a big key (CONFIG GET/SET of cluster-node-timeout, bigkey.go), which holdMu
+// makes one at a time, and the other masters told of a closed slot (their errors are
+// ignored; they learn by gossip).
 
 // nodeGates are the gates of one step's nodes, by address.
 type nodeGates struct {
@@ -27,7 +30,7 @@ type nodeGates struct {
 
 func newNodeGates() *nodeGates { return &nodeGates{gates: map[string]*sync.RWMutex{}} }
 
-// of is the gates of addrs in address order; nil for nil gates (a stream alone).
+// of is the gates of addrs in address order; nil for nil gates (moves outside a step).
 func (g *nodeGates) of(addrs ...string) []*sync.RWMutex {
 	if g == nil {
 		return nil
@@ -48,7 +51,8 @@ func (g *nodeGates) of(addrs ...string) []*sync.RWMutex {
 }
 
 // shared waits until no stream has the source or the target to itself and returns what
-// lets them go. Nothing is taken while holding it.
+// lets them go. Take no gate, shared or alone, while holding it: a read lock is not
+// reentrant once a writer waits.
 func (km *keyMover) shared() func() {
 	gates := km.gates
 	for _, g := range gates {

@@ -104,10 +104,12 @@ func (a *admin) GetKeysInSlot(ctx context.Context, slot, count int) ([]string, e
 
 // Migrate moves keys to the node at targetAddr (MIGRATE host port "" 0 timeout [REPLACE]
 // [AUTH2 user password | AUTH password] KEYS ...): the target is asked as the operator's
-// own user when the operator has one, as the default user otherwise. The client waits callTimeout(timeout) for
-// the reply, longer than the pool's read timeout, so it never gives up on a MIGRATE that
-// Redis is still running: a caller that left would send its next command to a node still
-// busy with the last one.
+// own user when the operator has one, as the default user otherwise. The client waits
+// callTimeout of timeout, and at least of DefaultMigrateTimeout, for the reply, longer than
+// the pool's read timeout, so it does not give up on a MIGRATE that Redis is still running:
+// a caller that left would send its next command to a node still busy with the last one. A
+// quick try (QuickMigrateTimeout) may queue on the source behind a sibling stream's
+// MIGRATE with the full timeout, hence the floor.
 func (a *admin) Migrate(ctx context.Context, targetAddr string, keys []string, replace bool, timeout time.Duration) error {
 	host, port, err := net.SplitHostPort(targetAddr)
 	if err != nil {
@@ -131,7 +133,7 @@ func (a *admin) Migrate(ctx context.Context, targetAddr string, keys []string, r
 	for _, k := range keys {
 		args = append(args, k)
 	}
-	if err := a.c.WithTimeout(callTimeout(timeout)).Do(ctx, args...).Err(); err != nil {
+	if err := a.c.WithTimeout(callTimeout(max(timeout, DefaultMigrateTimeout))).Do(ctx, args...).Err(); err != nil {
 		return fmt.Errorf("failed to migrate %d keys from %s to %s: %w", len(keys), a.addr, targetAddr, err)
 	}
 	return nil
@@ -376,13 +378,13 @@ const NodeTimeout = 5 * time.Second
 const DefaultMigrateTimeout = NodeTimeout / 2
 
 // QuickMigrateTimeout is the timeout of a batch's first try while no MIGRATE of the
-// stream has timed out, for a batch known to hold at most DefaultBatchBytes: it is
-// answered in milliseconds, and a target that does not answer within this is paused or
+// stream's group has timed out, for a batch known to hold at most DefaultBatchBytes: it
+// is answered in milliseconds, and a target that does not answer within this is paused or
 // stalled, not slow. The case that matters: CLUSTER FAILOVER on the target's replica pauses the
 // target's writes, RESTORE-ASKING among them, until the replica has won the election, and
 // a source blocked in MIGRATE cannot vote. When the sources are half the masters, the
 // election then waits for their MIGRATE to time out, and every source's clients with it.
-// After one timeout the stream goes on with the full timeout.
+// After one timeout the group goes on with the full timeout.
 const QuickMigrateTimeout = 500 * time.Millisecond
 
 // StuckBackoff is how long a key that could not move is left alone before the next try,
@@ -481,8 +483,9 @@ type keyMover struct {
 	src, dst string
 	slot     int
 	timeout  time.Duration
-	// quick, when set, is the timeout of each MIGRATE until one times out
-	// (QuickMigrateTimeout); then it is cleared and timeout applies.
+	// quick, when set, is the timeout of each MIGRATE of a batch known to hold at most
+	// DefaultBatchBytes, until one times out (QuickMigrateTimeout); then it is cleared and
+	// timeout applies for the rest of the group.
 	quick time.Duration
 	// gates, when set, are the source's and the target's among the streams of a step
 	// (gate.go): each command of the stream shares them, a big key's MIGRATE takes them
@@ -516,6 +519,7 @@ func (km keyMover) drainSlots(ctx context.Context, slots []int, opts MoveOptions
 	moved := 0
 	pending := slots
 	for len(pending) > 0 {
+		km.slot = pending[0] // what errors name until a slot's keys move
 		if err := km.fits(ctx); err != nil {
 			return moved, err
 		}
@@ -579,13 +583,13 @@ func byBytes(keys []string, sizes []int64, limit int64) [][]string {
 		return nil
 	}
 	var out [][]string
-	start, sum := 0, int64(0)
+	start, bytes := 0, int64(0)
 	for i := range keys {
-		if i > start && sum+sizes[i] > limit {
+		if i > start && bytes+sizes[i] > limit {
 			out = append(out, keys[start:i])
-			start, sum = i, 0
+			start, bytes = i, 0
 		}
-		sum += sizes[i]
+		bytes += sizes[i]
 	}
 	return append(out, keys[start:])
 }
@@ -686,8 +690,8 @@ func (km *keyMover) replaceIfSame(ctx context.Context, key string) (int, error) 
 	return 1, nil
 }
 
-// migrate is one MIGRATE of keys from the source, sharing the source with its sibling
-// streams.
+// migrate is one MIGRATE of keys from the source, sharing the source's and the target's
+// gates (gate.go) with the step's other streams.
 func (km *keyMover) migrate(ctx context.Context, keys []string, replace bool, timeout time.Duration) error {
 	release := km.shared()
 	defer release()
@@ -717,11 +721,13 @@ func (km *keyMover) fits(ctx context.Context) error {
 	return nil
 }
 
-// spent is err, or ErrBudgetSpent when the caller's time ran out meanwhile: a listing or
-// sizing cut off by the step's deadline (after waiting at a gate, say) ends the step as a
-// spent budget does, leaving the slot open for the next.
+// spent is err, or ErrBudgetSpent when err is a timeout and the caller's time ran out
+// meanwhile: a listing or sizing cut off by the step's deadline (after waiting at a gate,
+// say) ends the step as a spent budget does, leaving the slot open for the next.
 func (km *keyMover) spent(ctx context.Context, err error) error {
-	if d, ok := ctx.Deadline(); ok && time.Until(d) < callTimeout(km.timeout) {
+	var ne net.Error
+	timedOut := errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+	if d, ok := ctx.Deadline(); ok && timedOut && time.Until(d) < callTimeout(km.timeout) {
 		return fmt.Errorf("slot %d from %s to %s: %v: %w", km.slot, km.src, km.dst, err, ErrBudgetSpent)
 	}
 	return err

@@ -119,9 +119,10 @@ func TestMigrateDisjointPairsAtOnce(t *testing.T) {
 }
 
 // Groups keep plan order per pair; a source serves up to streamsPerSource groups at a time
-// (every source one before any two), a target up to streamsPerTarget, and no node is both
-// at once; a stream whose group is done takes the next group while the others still move.
-func TestPlanGroupsDisjoint(t *testing.T) {
+// (every source one before any two, the second to another target when there is one), a
+// target up to streamsPerTarget, and no node is both at once; a stream whose group is done
+// takes the next group while the others still move.
+func TestStreamsTake(t *testing.T) {
 	var moves []topology.SlotMove
 	for s := 0; s < 5; s++ {
 		moves = append(moves, topology.SlotMove{Slot: s, From: "a", To: "d"})
@@ -135,8 +136,8 @@ func TestPlanGroupsDisjoint(t *testing.T) {
 	if !reflect.DeepEqual(groups, want) {
 		t.Fatalf("groups %v, want %v", groups, want)
 	}
-	// a->d and b->d share their target; a is busy as a source, d as a target.
-	// a->d, b->d, c->e first (one stream each), then a's second: a->d again (d takes 3).
+	// a->d, b->d, c->e first (one stream each), then a's second: a->d again, a's only
+	// target (d takes 3); d->b waits, d being a target.
 	busy := newStreams()
 	taken, rest := busy.take(groups)
 	if !reflect.DeepEqual(taken, []moveGroup{want[0], want[2], want[3], want[1]}) || !reflect.DeepEqual(rest, []moveGroup{want[4]}) {
@@ -175,6 +176,12 @@ func TestPlanGroupsDisjoint(t *testing.T) {
 	busy.release(one[0])
 	if taken, _ := busy.take(one[streamsPerSource:]); len(taken) != 1 {
 		t.Fatalf("one source, a stream done: taken %v", taken)
+	}
+	// Scale-in plans each target's slots as one run: the second stream skips ahead to the
+	// next target rather than doubling on the first.
+	runs := []moveGroup{{"s", "t0", []int{0}}, {"s", "t0", []int{1}}, {"s", "t1", []int{2}}, {"s", "t1", []int{3}}}
+	if taken, _ := newStreams().take(runs); !reflect.DeepEqual(taken, []moveGroup{runs[0], runs[2]}) {
+		t.Fatalf("one source, runs per target: taken %v, want one group into each of t0 and t1", taken)
 	}
 }
 

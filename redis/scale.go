@@ -428,26 +428,36 @@ const streamsPerSource = 2
 type streams struct {
 	sources map[string]int
 	targets map[string]int
+	pairs   map[[2]string]int
 }
 
-func newStreams() *streams { return &streams{sources: map[string]int{}, targets: map[string]int{}} }
+func newStreams() *streams {
+	return &streams{sources: map[string]int{}, targets: map[string]int{}, pairs: map[[2]string]int{}}
+}
 
 // take takes, in order, the groups that can start beside those moving, and returns them
 // and the rest in their order. A source's first stream comes before any source's second,
 // so several sources into one target (scale-out) each get a stream before one gets two.
+// A source's second stream goes to another target than its first when one is left
+// (scale-in plans each target's slots as one run): two targets restore at once.
 func (s *streams) take(groups []moveGroup) (taken, rest []moveGroup) {
 	for perSource := 1; perSource <= streamsPerSource; perSource++ {
-		rest = nil
-		for _, g := range groups {
-			if s.sources[g.from] >= perSource || s.targets[g.from] > 0 || s.sources[g.to] > 0 || s.targets[g.to] >= streamsPerTarget {
-				rest = append(rest, g)
-				continue
+		for _, samePair := range []bool{false, true} {
+			rest = nil
+			for _, g := range groups {
+				pair := [2]string{g.from, g.to}
+				if s.sources[g.from] >= perSource || s.targets[g.from] > 0 || s.sources[g.to] > 0 ||
+					s.targets[g.to] >= streamsPerTarget || !samePair && s.pairs[pair] > 0 {
+					rest = append(rest, g)
+					continue
+				}
+				s.sources[g.from]++
+				s.targets[g.to]++
+				s.pairs[pair]++
+				taken = append(taken, g)
 			}
-			s.sources[g.from]++
-			s.targets[g.to]++
-			taken = append(taken, g)
+			groups = rest
 		}
-		groups = rest
 	}
 	return taken, rest
 }
@@ -456,6 +466,10 @@ func (s *streams) take(groups []moveGroup) (taken, rest []moveGroup) {
 func (s *streams) release(g moveGroup) {
 	if s.sources[g.from]--; s.sources[g.from] <= 0 {
 		delete(s.sources, g.from)
+	}
+	pair := [2]string{g.from, g.to}
+	if s.pairs[pair]--; s.pairs[pair] <= 0 {
+		delete(s.pairs, pair)
 	}
 	if s.targets[g.to]--; s.targets[g.to] <= 0 {
 		delete(s.targets, g.to)
