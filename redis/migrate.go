@@ -725,8 +725,7 @@ func (km *keyMover) fits(ctx context.Context) error {
 // meanwhile: a listing or sizing cut off by the step's deadline (after waiting at a gate,
 // say) ends the step as a spent budget does, leaving the slot open for the next.
 func (km *keyMover) spent(ctx context.Context, err error) error {
-	var ne net.Error
-	timedOut := errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+	timedOut := errors.Is(err, context.DeadlineExceeded) || isNetTimeout(err)
 	if d, ok := ctx.Deadline(); ok && timedOut && time.Until(d) < callTimeout(km.timeout) {
 		return fmt.Errorf("slot %d from %s to %s: %v: %w", km.slot, km.src, km.dst, err, ErrBudgetSpent)
 	}
@@ -742,8 +741,7 @@ func isMigrateTimeout(err error) bool {
 	if err == nil {
 		return false
 	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
+	if isNetTimeout(err) {
 		return true
 	}
 	msg := err.Error()
@@ -759,4 +757,10 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// isNetTimeout: the client gave up waiting for the reply.
+func isNetTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
