@@ -33,6 +33,8 @@ var OperatorCommands = []string{
 	"cluster|failover",
 	// Slot migration and open-slot fixing.
 	"cluster|setslot", "cluster|getkeysinslot", "cluster|countkeysinslot",
+	// A target claiming a group of slots at once (ClaimSlots).
+	"multi", "exec", "cluster|bumpepoch",
 	"migrate", "asking", "dump",
 	// Sizing MIGRATE batches by bytes, and holding failure detection while a big key moves.
 	"memory|usage", "config|get",

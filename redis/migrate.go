@@ -63,6 +63,96 @@ func (a *admin) SetSlots(ctx context.Context, slots []int, state, nodeID string)
 	return errs
 }
 
+// ClaimSlots gives slots that this node imports to this node (nodeID is its own ID), the
+// target's part of closing a group of slots, with one PONG broadcast instead of one a slot.
+//
+// CLUSTER SETSLOT NODE of a slot the node imports does two things. It bumps the node's
+// config epoch above every epoch the node knows, unless it is there already, so its claim
+// beats the source's. And it broadcasts a PONG to every node of the cluster, which walks
+// all 16384 slots of it. One broadcast a slot was about a seventh of Redis' CPU while keys
+// moved (bench/README.md).
+//
+// So the claim is one transaction: CLUSTER BUMPEPOCH (the same bump), then SETSLOT STABLE
+// and NODE for every slot but the last (STABLE clears IMPORTING: the same claim, without a
+// bump or a broadcast), then NODE for the last, whose broadcast carries the whole group.
+// MULTI/EXEC matters: Redis runs it at once however its bytes arrive, so no cluster-bus
+// message can reach the node between its bump and a claim, and a connection lost before
+// EXEC leaves every slot as it was (IMPORTING), never one between its STABLE and its NODE.
+// MULTI goes alone first: were it refused, the commands after it would run one by one.
+// A node that refuses the transaction (an operator user whose ACL rules predate it) gets
+// SETSLOT NODE a slot, as before. The errors are per slot.
+func (a *admin) ClaimSlots(ctx context.Context, slots []int, nodeID string) []error {
+	if len(slots) <= 1 {
+		return a.SetSlots(ctx, slots, "node", nodeID)
+	}
+	all := func(err error) []error {
+		errs := make([]error, len(slots))
+		for i := range errs {
+			errs[i] = fmt.Errorf("failed to set slot %d node %s on %s: %w", slots[i], nodeID, a.addr, err)
+		}
+		return errs
+	}
+	conn := a.c.Conn(ctx)
+	defer conn.Close()
+	if err := conn.Process(ctx, goredis.NewStatusCmd(ctx, "multi")); err != nil {
+		if refusedCommand(err) {
+			return a.SetSlots(ctx, slots, "node", nodeID)
+		}
+		return all(err)
+	}
+	// Queued, in order: BUMPEPOCH, then each slot's STABLE (all but the last) and NODE.
+	owner := []int{-1}
+	var exec *goredis.Cmd
+	_, _ = conn.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		p.Do(ctx, "cluster", "bumpepoch")
+		for i, slot := range slots {
+			if i < len(slots)-1 {
+				p.Do(ctx, "cluster", "setslot", slot, "stable")
+				owner = append(owner, i)
+			}
+			p.Do(ctx, "cluster", "setslot", slot, "node", nodeID)
+			owner = append(owner, i)
+		}
+		exec = p.Do(ctx, "exec")
+		return nil
+	})
+	replies, err := exec.Slice()
+	switch {
+	case err != nil && refusedCommand(err):
+		// EXECABORT: a command was refused when queued, and Redis ran none of them.
+		return a.SetSlots(ctx, slots, "node", nodeID)
+	case err != nil:
+		return all(err)
+	case len(replies) != len(owner):
+		return all(fmt.Errorf("EXEC answered %d replies for %d commands", len(replies), len(owner)))
+	}
+	errs := make([]error, len(slots))
+	for j, r := range replies {
+		e, failed := r.(error)
+		switch {
+		case !failed:
+		case owner[j] < 0:
+			return all(fmt.Errorf("CLUSTER BUMPEPOCH: %w", e))
+		case errs[owner[j]] == nil:
+			errs[owner[j]] = fmt.Errorf("failed to set slot %d node %s on %s: %w", slots[owner[j]], nodeID, a.addr, e)
+		}
+	}
+	return errs
+}
+
+// refusedCommand: Redis refused a command itself (NOPERM, unknown or renamed), or
+// discarded a transaction because it refused one of its commands when queued (EXECABORT),
+// before running anything.
+func refusedCommand(err error) bool {
+	msg := err.Error()
+	return strings.HasPrefix(msg, "EXECABORT") || strings.HasPrefix(msg, "NOPERM") || strings.HasPrefix(msg, "ERR unknown")
+}
+
+// slotClaimer is ClaimSlots, which the admin of a Factory has.
+type slotClaimer interface {
+	ClaimSlots(ctx context.Context, slots []int, nodeID string) []error
+}
+
 // GetKeysInSlots lists up to count keys of each slot, in one pipeline.
 func (a *admin) GetKeysInSlots(ctx context.Context, slots []int, count int) ([][]string, error) {
 	cmds := make([]*goredis.StringSliceCmd, len(slots))
@@ -324,9 +414,9 @@ func (o MoveOptions) batchBytes() int64 {
 	return DefaultBatchBytes
 }
 
-// closeSlots gives the slots to dst on dst first (which bumps its epoch and clears its
-// IMPORTING), then on the source, then on the other masters (in parallel: they only learn
-// the owner sooner than by gossip), so no node keeps an open marker.
+// closeSlots gives the slots to dst on dst first (ClaimSlots: its epoch bumped, its
+// IMPORTING cleared), then on the source, then on the other masters (in parallel: they
+// only learn the owner sooner than by gossip), so no node keeps an open marker.
 func closeSlots(ctx context.Context, f Factory, slots []int, dst MasterAddr, src string, others []string) error {
 	for _, addr := range []string{dst.Addr, src} {
 		if addr == "" {
@@ -336,7 +426,13 @@ func closeSlots(ctx context.Context, f Factory, slots []int, dst MasterAddr, src
 		if err != nil {
 			return err
 		}
-		for _, err := range m.SetSlots(ctx, slots, "node", dst.ID) {
+		var errs []error
+		if c, ok := m.(slotClaimer); ok && addr == dst.Addr {
+			errs = c.ClaimSlots(ctx, slots, dst.ID)
+		} else {
+			errs = m.SetSlots(ctx, slots, "node", dst.ID)
+		}
+		for _, err := range errs {
 			switch {
 			case err == nil:
 			case addr == src && strings.Contains(err.Error(), "only with masters"):
