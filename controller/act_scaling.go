@@ -109,7 +109,9 @@ func (r *Reconciler) reconcileScale(ctx context.Context, s *scope) (ctrl.Result,
 	defer cancel()
 	req.Stop = r.stopRequested(ctx, rc)
 	began := time.Now()
+	release := r.gc.hold()
 	p, err := redis.Scale(sctx, f, members, req)
+	release()
 	s.step = &scaleStep{progress: p, took: time.Since(began)}
 	countMigrated(rc, p.MovedSlots, p.MovedKeys, s.step.took)
 	r.recordActions(s, p.Actions)

@@ -43,6 +43,9 @@ type Options struct {
 	HealthCheckInterval time.Duration
 	// RedisOptions tune the Redis clients (timeouts, hooks such as a command counter).
 	RedisOptions RedisClientOptions
+	// MovingGCPercent is the Go collector's target while a resize step runs
+	// (gcWhileMoving); 0 leaves the collector alone.
+	MovingGCPercent int
 }
 
 // Reconciler reconciles RedisCluster objects.
@@ -75,6 +78,8 @@ type Reconciler struct {
 	// holdsChecked remembers, per cluster, that releaseStaleHolds found no raised
 	// cluster-node-timeout left by an earlier operator process.
 	holdsChecked sync.Map
+	// gc raises the collector's target while resize steps run.
+	gc gcWhileMoving
 }
 
 // New builds the reconciler from the manager's clients.
@@ -87,6 +92,7 @@ func New(mgr manager.Manager, renderer *render.Renderer, opts Options) *Reconcil
 		Options:   opts,
 		redis:     newRedisClients(opts.RedisOptions),
 		now:       time.Now,
+		gc:        gcWhileMoving{percent: opts.MovingGCPercent},
 	}
 }
 
