@@ -48,7 +48,7 @@ func main() {
 	flag.DurationVar(&cfg.nodeTimeout, "node-timeout", 5*time.Second, "cluster-node-timeout of every server (the pods' value)")
 	flag.StringVar(&cfg.redisCli, "redis-cli", "/usr/bin/redis-cli", "redis-cli binary")
 	flag.BoolVar(&verbose, "v", false, "print every operator step")
-	only := flag.String("only", "", "run only this method (redis-cli or operator), e.g. to profile it")
+	only := flag.String("only", "", "run only these methods, comma-separated (redis-cli, operator, redis-cli-pods, operator-pods), e.g. to profile one; the devcluster side runs with -devcluster")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this program (redis.Scale runs in it) to this file")
 	onDevcluster := flag.Bool("devcluster", false, "also scale the demo RedisCluster 6 -> 8 -> 6 pods through the operator on the devcluster")
 	flag.Parse()
@@ -83,13 +83,14 @@ func main() {
 // reports; it fails on the first error or lost key.
 func runAll(cfg config, rounds int, only string, d *devcluster) error {
 
-	methods := []method{{"redis-cli", cliOut, cliIn, false}, {"operator", opOut, opIn, false}}
-	if d != nil {
-		// The devcluster side's reference: redis-cli on servers like its pods.
-		methods = append(methods, method{podCliMethod, cliOut, cliIn, true})
-	}
-	if only != "" {
+	methods := []method{{"redis-cli", cliOut, cliIn, false}, {"operator", opOut, opIn, false},
+		{podCliMethod, cliOut, cliIn, true}, {podOpMethod, opOut, opIn, true}}
+	switch {
+	case only != "":
 		methods = filter(methods, only)
+	case d == nil:
+		// The pod-like servers are the devcluster side's reference.
+		methods = methods[:2]
 	}
 	perSlot := keysPerSlot(cfg.keys)
 	var all []result
@@ -140,15 +141,28 @@ type method struct {
 // and the pods' AOF (newCluster): the devcluster side's reference.
 const podCliMethod = "redis-cli-pods"
 
-func filter(ms []method, name string) []method {
-	for _, m := range ms {
-		if m.name == name {
-			return []method{m}
+// podOpMethod is redis.Scale on the same pod-like servers: the migration code without
+// Kubernetes, the operator's process or the control plane sharing the machine.
+const podOpMethod = "operator-pods"
+
+func filter(ms []method, names string) []method {
+	var out []method
+	for _, name := range strings.Split(names, ",") {
+		if name == devclusterMethod {
+			continue // runs with -devcluster
+		}
+		found := false
+		for _, m := range ms {
+			if m.name == name {
+				out, found = append(out, m), true
+			}
+		}
+		if !found {
+			fmt.Fprintf(os.Stderr, "unknown method %q\n", name)
+			os.Exit(2)
 		}
 	}
-	fmt.Fprintf(os.Stderr, "unknown method %q\n", name)
-	os.Exit(2)
-	return nil
+	return out
 }
 
 func reversed(ms []method) []method {
@@ -260,6 +274,9 @@ func timeMove(ctx context.Context, c *cluster, cfg config, move func(context.Con
 		return res, fmt.Errorf("no slot was seen moving")
 	}
 	res.moving, res.after, res.cores = to.Sub(from), start.Add(res.took).Sub(to), cores
+	if verbose { // for matching with other tools' samples
+		fmt.Printf("  moving phase from %.3f to %.3f (Unix time)\n", float64(from.UnixNano())/1e9, float64(to.UnixNano())/1e9)
+	}
 	cpu1, err := c.cpu()
 	if err != nil {
 		return res, err
@@ -319,12 +336,22 @@ func runCli(ctx context.Context, cfg config, args ...string) error {
 
 // opOut: redis.Scale to 4 masters, step after step as the controller calls it.
 func opOut(ctx context.Context, c *cluster, cfg config) error {
-	return scaleLoop(ctx, c, redis.ScaleRequest{Masters: 4, Keep: 4, Pipeline: cfg.pipeline, Budget: cfg.budget})
+	return scaleLoop(ctx, c, c.request(4, cfg))
 }
 
 // opIn: redis.Scale keeping the first 3 masters: the fourth is emptied, forgotten, reset.
 func opIn(ctx context.Context, c *cluster, cfg config) error {
-	return scaleLoop(ctx, c, redis.ScaleRequest{Masters: 3, Keep: 3, Pipeline: cfg.pipeline, Budget: cfg.budget})
+	return scaleLoop(ctx, c, c.request(3, cfg))
+}
+
+// request is the ScaleRequest for masters masters, as the controller makes it: on
+// pod-like servers every master keeps its replica (members in pod order).
+func (c *cluster) request(masters int, cfg config) redis.ScaleRequest {
+	rpm := 0
+	if c.podLike {
+		rpm = 1
+	}
+	return redis.ScaleRequest{Masters: masters, ReplicasPerMaster: rpm, Keep: masters * (1 + rpm), Pipeline: cfg.pipeline, Budget: cfg.budget}
 }
 
 // scaleLoop calls redis.Scale until Done, each step with the controller's deadline
@@ -369,7 +396,7 @@ func report(all []result) {
 			return out
 		}
 		fmt.Printf("\nscale-%s, medians         keys/s   moving keys/s   moving s   cores busy   then s (max)   longest gap   redis CPU µs/key\n", dir)
-		for _, m := range []string{"redis-cli", "operator", podCliMethod, devclusterMethod} {
+		for _, m := range []string{"redis-cli", "operator", podCliMethod, podOpMethod, devclusterMethod} {
 			rs := of(m)
 			if len(rs) == 0 {
 				continue
@@ -382,7 +409,7 @@ func report(all []result) {
 				maxOf(pick(rs, func(r result) float64 { return float64(r.gap.Milliseconds()) })),
 				median(pick(rs, func(r result) float64 { return float64(r.cpu.Microseconds()) / float64(max(r.moved, 1)) })))
 		}
-		for _, p := range [][2]string{{"operator", "redis-cli"}, {devclusterMethod, podCliMethod}} {
+		for _, p := range [][2]string{{"operator", "redis-cli"}, {podOpMethod, podCliMethod}, {devclusterMethod, podCliMethod}} {
 			rs, refs := of(p[0]), of(p[1])
 			if len(rs) == 0 || len(refs) == 0 {
 				continue

@@ -23,7 +23,14 @@ func (s *Stack) RESTConfig() (*rest.Config, error) {
 
 // Client is a controller-runtime client with the built-in types; RedisCluster is read as
 // unstructured (see RedisClusterGVK) so the harness does not depend on the api package.
+// It is made once per Stack: a new client looks up the API's resources again on its
+// first request of each kind, and the harness polls several times a second.
 func (s *Stack) Client() (client.Client, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.client != nil {
+		return s.client, nil
+	}
 	cfg, err := s.RESTConfig()
 	if err != nil {
 		return nil, err
@@ -36,6 +43,7 @@ func (s *Stack) Client() (client.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to create client: %w", err)
 	}
+	s.client = c
 	return c, nil
 }
 

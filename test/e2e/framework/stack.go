@@ -12,6 +12,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Stack is the running devcluster.
@@ -25,6 +28,9 @@ type Stack struct {
 	// startedHere is true when Up started the stack, so Down stops it; a stack that was
 	// already running (a developer's `make demo`) is left alone.
 	startedHere bool
+
+	mu     sync.Mutex
+	client client.Client // Client's, made on first use
 }
 
 // RepoRoot finds the repository root from this source file.
