@@ -109,9 +109,7 @@ func (r *Reconciler) reconcileScale(ctx context.Context, s *scope) (ctrl.Result,
 	defer cancel()
 	req.Stop = r.stopRequested(ctx, rc)
 	began := time.Now()
-	release := r.gc.hold()
-	p, err := redis.Scale(sctx, f, members, req)
-	release()
+	p, err := r.scaleStep(sctx, f, members, req)
 	s.step = &scaleStep{progress: p, took: time.Since(began)}
 	countMigrated(rc, p.MovedSlots, p.MovedKeys, s.step.took)
 	r.recordActions(s, p.Actions)
@@ -157,6 +155,13 @@ func (r *Reconciler) reconcileScale(ctx context.Context, s *scope) (ctrl.Result,
 		return ctrl.Result{RequeueAfter: requeueNext}, nil
 	}
 	return ctrl.Result{RequeueAfter: requeueSoon}, nil
+}
+
+// scaleStep is redis.Scale with the collector's target raised (gcWhileMoving) until it
+// returns, however it returns.
+func (r *Reconciler) scaleStep(ctx context.Context, f redis.Factory, members []topology.Member, req redis.ScaleRequest) (redis.ScaleProgress, error) {
+	defer r.gc.hold()()
+	return redis.Scale(ctx, f, members, req)
 }
 
 // stopRequested is the Stop of a resize step: it reads the RedisCluster again (from the

@@ -143,7 +143,7 @@ func (f *factory) For(addr string) Admin {
 		}
 		f.clients[addr] = c
 	}
-	return &admin{addr: addr, c: c, user: f.opts.User, password: f.opts.Password}
+	return &admin{addr: addr, c: c, user: f.opts.User, password: f.opts.Password, hooks: f.opts.Hooks}
 }
 
 func (f *factory) Retain(addrs []string) {
@@ -180,6 +180,8 @@ type admin struct {
 	// user and password are passed on to MIGRATE, which opens its own connection to
 	// the target.
 	user, password string
+	// hooks are the client's, for a dedicated connection (go-redis' Conn has none).
+	hooks []goredis.Hook
 }
 
 func (a *admin) Addr() string { return a.addr }

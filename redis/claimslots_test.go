@@ -325,3 +325,107 @@ func ownerIn(m *topology.MemberState, slot int) string {
 	}
 	return ""
 }
+
+// The transaction's own CLUSTER BUMPEPOCH makes the claim beat the source's, whatever the
+// group's slots: here the first and the last are the target's already and the others
+// lose IMPORTING to STABLE, so no SETSLOT NODE bumps, and the source's epoch is above
+// the target's before the claim.
+func TestClaimSlotsBumpsTheEpochWhateverItsSlots(t *testing.T) {
+	members := membersOf(redistest.Start(t, 3, redistest.Config{NodeTimeout: NodeTimeout}))
+	f := newFactory(t, Options{})
+	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members, 3, 0); err != nil {
+		t.Fatal(err)
+	}
+	st, err := Observe(ctxFor(t, 10*time.Second), f, members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, dst := st.Members[0], st.Members[1]
+	ctx := ctxFor(t, 30*time.Second)
+	raw := goredis.NewClient(&goredis.Options{Addr: members[0].Addr})
+	defer raw.Close()
+	if err := raw.Do(ctx, "cluster", "bumpepoch").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitEpochKnown(t, f, members, 1, 0)
+
+	own := dst.Self().Slots[0].Start
+	moving := []int{src.Self().Slots[0].Start, src.Self().Slots[0].Start + 1}
+	slots := []int{own, moving[0], moving[1], own + 1}
+	if err := firstErr(f.For(members[1].Addr).(slotMover).SetSlots(ctx, moving, "importing", src.ID())); err != nil {
+		t.Fatal(err)
+	}
+	if err := firstErr(f.For(members[0].Addr).(slotMover).SetSlots(ctx, moving, "migrating", dst.ID())); err != nil {
+		t.Fatal(err)
+	}
+	if err := firstErr(f.For(members[1].Addr).(slotClaimer).ClaimSlots(ctx, slots, dst.ID())); err != nil {
+		t.Fatal(err)
+	}
+	after, err := Observe(ctx, f, members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcEpoch := after.Members[0].Self().ConfigEpoch
+	info := after.Members[1].Info
+	if info.MyEpoch <= srcEpoch || info.MyEpoch != info.CurrentEpoch {
+		t.Errorf("target's epoch %d after its claim, source's %d, current %d: want the target's the greatest", info.MyEpoch, srcEpoch, info.CurrentEpoch)
+	}
+	if err := firstErr(f.For(members[0].Addr).(slotMover).SetSlots(ctx, moving, "node", dst.ID())); err != nil {
+		t.Fatal(err)
+	}
+	waitOwned(t, f, members, slots, dst.ID())
+}
+
+// A claim for a node ID that is not the target's own (a stale ID) is not made in one
+// transaction, where STABLE would clear a slot's IMPORTING before its NODE failed or gave
+// the slot away: SETSLOT NODE a slot, as before, and every slot is still imported.
+func TestClaimSlotsForAnotherNodeIDKeepsImporting(t *testing.T) {
+	members := membersOf(redistest.Start(t, 3, redistest.Config{NodeTimeout: NodeTimeout}))
+	f := newFactory(t, Options{})
+	slots, keys, src, dst := openGroup(t, f, members, 4)
+
+	_ = f.For(dst.Addr).(slotClaimer).ClaimSlots(ctxFor(t, 10*time.Second), slots, src.ID)
+	st, err := Observe(ctxFor(t, 10*time.Second), f, members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := st.Members[1].Self()
+	for _, slot := range slots {
+		if self.Importing[slot] == "" {
+			t.Errorf("slot %d no longer imported by the target after a claim for another node ID", slot)
+		}
+		if n := countOn(t, f, dst.Addr, slot); n != 20 {
+			t.Errorf("slot %d on the target: %d keys, want 20", slot, n)
+		}
+	}
+	if err := firstErr(f.For(dst.Addr).(slotClaimer).ClaimSlots(ctxFor(t, 10*time.Second), slots, dst.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if err := firstErr(f.For(src.Addr).(slotMover).SetSlots(ctxFor(t, 10*time.Second), slots, "node", dst.ID)); err != nil {
+		t.Fatal(err)
+	}
+	waitOwned(t, f, members, slots, dst.ID)
+	if n := lostKeys(t, f, members, keys); n > 0 {
+		t.Fatalf("%d of %d keys lost", n, len(keys))
+	}
+}
+
+// waitEpochKnown waits until the member at index i knows the config epoch the node id
+// (the member at index j) has.
+func waitEpochKnown(t *testing.T, f Factory, members []topology.Member, i, j int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := Observe(ctxFor(t, 5*time.Second), f, members)
+		if err == nil {
+			own := st.Members[j].Self()
+			if seen := st.Members[i].Find(own.ID); seen != nil && seen.ConfigEpoch == own.ConfigEpoch {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never learned the config epoch of %s: %v", members[i].Addr, members[j].Addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -11,6 +11,8 @@ import (
 
 	goredis "github.com/go-redis/redis/v8"
 	"golang.org/x/time/rate"
+
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // slotMover is what migrating a slot needs from a node, beyond Admin: the admin of a
@@ -78,9 +80,12 @@ func (a *admin) SetSlots(ctx context.Context, slots []int, state, nodeID string)
 // MULTI/EXEC matters: Redis runs it at once however its bytes arrive, so no cluster-bus
 // message can reach the node between its bump and a claim, and a connection lost before
 // EXEC leaves every slot as it was (IMPORTING), never one between its STABLE and its NODE.
-// MULTI goes alone first: were it refused, the commands after it would run one by one.
-// A node that refuses the transaction (an operator user whose ACL rules predate it) gets
-// SETSLOT NODE a slot, as before. The errors are per slot.
+// Two things are read first on the same connection, so the transaction cannot fail half
+// way (EXEC runs every command even if one fails): the node must be the master nodeID
+// (CLUSTER NODES), else SETSLOT NODE could fail after its STABLE; and MULTI goes alone,
+// since were it refused the commands after it would run one by one. A node that is not
+// that master, or refuses the transaction (an operator user whose ACL rules predate it),
+// gets SETSLOT NODE a slot, as before. The errors are per slot.
 func (a *admin) ClaimSlots(ctx context.Context, slots []int, nodeID string) []error {
 	if len(slots) <= 1 {
 		return a.SetSlots(ctx, slots, "node", nodeID)
@@ -93,8 +98,20 @@ func (a *admin) ClaimSlots(ctx context.Context, slots []int, nodeID string) []er
 		return errs
 	}
 	conn := a.c.Conn(ctx)
-	defer conn.Close()
+	for _, h := range a.hooks {
+		conn.AddHook(h)
+	}
+	nodes := goredis.NewStringCmd(ctx, "cluster", "nodes")
+	if err := conn.Process(ctx, nodes); err != nil {
+		conn.Close()
+		return all(err)
+	}
+	if !isMasterNamed(nodes.Val(), nodeID) {
+		conn.Close() // before the fallback takes a connection of its own
+		return a.SetSlots(ctx, slots, "node", nodeID)
+	}
 	if err := conn.Process(ctx, goredis.NewStatusCmd(ctx, "multi")); err != nil {
+		conn.Close()
 		if refusedCommand(err) {
 			return a.SetSlots(ctx, slots, "node", nodeID)
 		}
@@ -116,6 +133,7 @@ func (a *admin) ClaimSlots(ctx context.Context, slots []int, nodeID string) []er
 		exec = p.Do(ctx, "exec")
 		return nil
 	})
+	conn.Close()
 	replies, err := exec.Slice()
 	switch {
 	case err != nil && refusedCommand(err):
@@ -138,6 +156,20 @@ func (a *admin) ClaimSlots(ctx context.Context, slots []int, nodeID string) []er
 		}
 	}
 	return errs
+}
+
+// isMasterNamed: the CLUSTER NODES text says this node ("myself") is the master id.
+func isMasterNamed(clusterNodes, id string) bool {
+	nodes, err := topology.ParseClusterNodes(clusterNodes)
+	if err != nil {
+		return false
+	}
+	for _, n := range nodes {
+		if n.Myself {
+			return n.ID == id && n.Master
+		}
+	}
+	return false
 }
 
 // refusedCommand: Redis refused a command itself (NOPERM, unknown or renamed), or

@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime/pprof"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -48,7 +49,7 @@ func main() {
 	flag.DurationVar(&cfg.nodeTimeout, "node-timeout", 5*time.Second, "cluster-node-timeout of every server (the pods' value)")
 	flag.StringVar(&cfg.redisCli, "redis-cli", "/usr/bin/redis-cli", "redis-cli binary")
 	flag.BoolVar(&verbose, "v", false, "print every operator step")
-	only := flag.String("only", "", "run only these methods, comma-separated (redis-cli, operator, redis-cli-pods, operator-pods), e.g. to profile one; the devcluster side runs with -devcluster")
+	only := flag.String("only", "", "run only these methods, comma-separated (redis-cli, operator, redis-cli-pods, operator-pods, devcluster), e.g. to profile one; devcluster also needs -devcluster")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this program (redis.Scale runs in it) to this file")
 	onDevcluster := flag.Bool("devcluster", false, "also scale the demo RedisCluster 6 -> 8 -> 6 pods through the operator on the devcluster")
 	flag.Parse()
@@ -62,6 +63,14 @@ func main() {
 			os.Exit(1)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	names := strings.Split(*only, ",")
+	switch {
+	case *only != "" && slices.Contains(names, devclusterMethod) && !*onDevcluster:
+		fmt.Fprintln(os.Stderr, "bench/scale: -only devcluster needs -devcluster")
+		os.Exit(2)
+	case *only != "" && !slices.Contains(names, devclusterMethod):
+		*onDevcluster = false // -only names the methods to run, and not this one
 	}
 	if *onDevcluster {
 		err := withDevcluster(context.Background(), func(d *devcluster) error {
