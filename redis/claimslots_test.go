@@ -21,13 +21,7 @@ import (
 // (closeSlots). It returns the source and the target.
 func openGroup(t *testing.T, f Factory, members []topology.Member, n int) (slots []int, keys []string, src, dst MasterAddr) {
 	t.Helper()
-	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members, 3, 0); err != nil {
-		t.Fatal(err)
-	}
-	st, err := Observe(ctxFor(t, 10*time.Second), f, members)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := form(t, f, members)
 	src = MasterAddr{ID: st.Members[0].ID(), Addr: members[0].Addr}
 	dst = MasterAddr{ID: st.Members[1].ID(), Addr: members[1].Addr}
 	start := st.Members[0].Self().Slots[0].Start
@@ -54,6 +48,27 @@ func openGroup(t *testing.T, f Factory, members []topology.Member, n int) (slots
 		}
 	}
 	return slots, keys, src, dst
+}
+
+// formThree starts 3 servers and forms them into 3 masters.
+func formThree(t *testing.T) ([]topology.Member, Factory, *topology.ClusterState) {
+	t.Helper()
+	members := membersOf(redistest.Start(t, 3, redistest.Config{NodeTimeout: NodeTimeout}))
+	f := newFactory(t, Options{})
+	return members, f, form(t, f, members)
+}
+
+// form makes members 3 masters and observes them.
+func form(t *testing.T, f Factory, members []topology.Member) *topology.ClusterState {
+	t.Helper()
+	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members, 3, 0); err != nil {
+		t.Fatal(err)
+	}
+	st, err := Observe(ctxFor(t, 10*time.Second), f, members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 func pongsSent(t *testing.T, f Factory, addr string) int {
@@ -91,15 +106,7 @@ func setslotCalls(t *testing.T, addr string) int {
 // with the same outcome: the target's epoch the greatest, every slot and key its own in
 // every node's view.
 func TestMigrateSlotsClaimsAGroupWithOneBroadcast(t *testing.T) {
-	members := membersOf(redistest.Start(t, 3, redistest.Config{NodeTimeout: NodeTimeout}))
-	f := newFactory(t, Options{})
-	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members, 3, 0); err != nil {
-		t.Fatal(err)
-	}
-	st, err := Observe(ctxFor(t, 10*time.Second), f, members)
-	if err != nil {
-		t.Fatal(err)
-	}
+	members, f, st := formThree(t)
 	start := st.Members[0].Self().Slots[0].Start
 	slots := make([]int, 32)
 	var keys []string
@@ -331,15 +338,7 @@ func ownerIn(m *topology.MemberState, slot int) string {
 // lose IMPORTING to STABLE, so no SETSLOT NODE bumps, and the source's epoch is above
 // the target's before the claim.
 func TestClaimSlotsBumpsTheEpochWhateverItsSlots(t *testing.T) {
-	members := membersOf(redistest.Start(t, 3, redistest.Config{NodeTimeout: NodeTimeout}))
-	f := newFactory(t, Options{})
-	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members, 3, 0); err != nil {
-		t.Fatal(err)
-	}
-	st, err := Observe(ctxFor(t, 10*time.Second), f, members)
-	if err != nil {
-		t.Fatal(err)
-	}
+	members, f, st := formThree(t)
 	src, dst := st.Members[0], st.Members[1]
 	ctx := ctxFor(t, 30*time.Second)
 	raw := goredis.NewClient(&goredis.Options{Addr: members[0].Addr})
