@@ -12,16 +12,15 @@ import (
 
 	goredis "github.com/go-redis/redis/v8"
 
-	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
 	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // openGroup forms 3 masters, writes 20 keys in each of n slots of the first, opens those
 // slots to the second and moves every key: the state in which the target claims them
 // (closeSlots). It returns the source and the target.
-func openGroup(t *testing.T, f Factory, members []topology.Member, n int) (slots []int, keys []string, src, dst MasterAddr) {
+func openGroup(t *testing.T, n int) (members []topology.Member, f Factory, slots []int, keys []string, src, dst MasterAddr) {
 	t.Helper()
-	st := form(t, f, members)
+	members, f, _, st, _ := formRecorded(t, 3, time.Minute)
 	src = MasterAddr{ID: st.Members[0].ID(), Addr: members[0].Addr}
 	dst = MasterAddr{ID: st.Members[1].ID(), Addr: members[1].Addr}
 	start := st.Members[0].Self().Slots[0].Start
@@ -47,28 +46,7 @@ func openGroup(t *testing.T, f Factory, members []topology.Member, n int) (slots
 			t.Fatal(err)
 		}
 	}
-	return slots, keys, src, dst
-}
-
-// formThree starts 3 servers and forms them into 3 masters.
-func formThree(t *testing.T) ([]topology.Member, Factory, *topology.ClusterState) {
-	t.Helper()
-	members := membersOf(redistest.Start(t, 3, redistest.Config{NodeTimeout: NodeTimeout}))
-	f := newFactory(t, Options{})
-	return members, f, form(t, f, members)
-}
-
-// form makes members 3 masters and observes them.
-func form(t *testing.T, f Factory, members []topology.Member) *topology.ClusterState {
-	t.Helper()
-	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members, 3, 0); err != nil {
-		t.Fatal(err)
-	}
-	st, err := Observe(ctxFor(t, 10*time.Second), f, members)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
+	return members, f, slots, keys, src, dst
 }
 
 func pongsSent(t *testing.T, f Factory, addr string) int {
@@ -106,7 +84,7 @@ func setslotCalls(t *testing.T, addr string) int {
 // with the same outcome: the target's epoch the greatest, every slot and key its own in
 // every node's view.
 func TestMigrateSlotsClaimsAGroupWithOneBroadcast(t *testing.T) {
-	members, f, st := formThree(t)
+	members, f, _, st, _ := formRecorded(t, 3, time.Minute)
 	start := st.Members[0].Self().Slots[0].Start
 	slots := make([]int, 32)
 	var keys []string
@@ -152,9 +130,7 @@ func TestMigrateSlotsClaimsAGroupWithOneBroadcast(t *testing.T) {
 // (which a failover of the source would leave with no marker for FixOpenSlots to find).
 // Then the claim is made again, and nothing is lost.
 func TestClaimSlotsCutMidwayLeavesEverySlotImporting(t *testing.T) {
-	members := membersOf(redistest.Start(t, 3, redistest.Config{NodeTimeout: NodeTimeout}))
-	f := newFactory(t, Options{})
-	slots, keys, _, dst := openGroup(t, f, members, 8)
+	members, f, slots, keys, _, dst := openGroup(t, 8)
 
 	p := cutAfterThird(t, dst.Addr, "stable")
 	errs := f.For(p).(slotClaimer).ClaimSlots(ctxFor(t, 10*time.Second), slots, dst.ID)
@@ -188,10 +164,7 @@ func TestClaimSlotsCutMidwayLeavesEverySlotImporting(t *testing.T) {
 // gets SETSLOT NODE a slot, as before, and none of the transaction's commands runs
 // outside it: the target runs exactly one SETSLOT a slot.
 func TestClaimSlotsWithoutTransactionRightsClaimsSlotBySlot(t *testing.T) {
-	servers := redistest.Start(t, 3, redistest.Config{NodeTimeout: NodeTimeout})
-	members := membersOf(servers)
-	f := newFactory(t, Options{})
-	slots, keys, src, dst := openGroup(t, f, members, 8)
+	members, f, slots, keys, src, dst := openGroup(t, 8)
 
 	admin := goredis.NewClient(&goredis.Options{Addr: dst.Addr})
 	defer admin.Close()
@@ -338,7 +311,7 @@ func ownerIn(m *topology.MemberState, slot int) string {
 // lose IMPORTING to STABLE, so no SETSLOT NODE bumps, and the source's epoch is above
 // the target's before the claim.
 func TestClaimSlotsBumpsTheEpochWhateverItsSlots(t *testing.T) {
-	members, f, st := formThree(t)
+	members, f, _, st, _ := formRecorded(t, 3, time.Minute)
 	src, dst := st.Members[0], st.Members[1]
 	ctx := ctxFor(t, 30*time.Second)
 	raw := goredis.NewClient(&goredis.Options{Addr: members[0].Addr})
@@ -379,9 +352,7 @@ func TestClaimSlotsBumpsTheEpochWhateverItsSlots(t *testing.T) {
 // transaction, where STABLE would clear a slot's IMPORTING before its NODE failed or gave
 // the slot away: SETSLOT NODE a slot, as before, and every slot is still imported.
 func TestClaimSlotsForAnotherNodeIDKeepsImporting(t *testing.T) {
-	members := membersOf(redistest.Start(t, 3, redistest.Config{NodeTimeout: NodeTimeout}))
-	f := newFactory(t, Options{})
-	slots, keys, src, dst := openGroup(t, f, members, 4)
+	members, f, slots, keys, src, dst := openGroup(t, 4)
 
 	_ = f.For(dst.Addr).(slotClaimer).ClaimSlots(ctxFor(t, 10*time.Second), slots, src.ID)
 	st, err := Observe(ctxFor(t, 10*time.Second), f, members)
