@@ -188,8 +188,8 @@ type result struct {
 	method, dir string
 	moved       int // loaded keys whose slot changed owner
 	took        time.Duration
-	// moving is the moving phase (moving.go), after is the time from its end to the end
-	// of the move (the phase Running again, on the devcluster).
+	// moving is the moving phase (moving.go), after is the time from the last poll that
+	// saw a slot open to the end of the move (the phase Running again, on the devcluster).
 	moving, after time.Duration
 	// cores is the machine's busy cores in the moving phase (all processes).
 	cores       float64
@@ -274,7 +274,7 @@ func timeMove(ctx context.Context, c *cluster, cfg config, move func(context.Con
 	start := time.Now()
 	err = move(ctx, c, cfg)
 	res.took = time.Since(start)
-	from, to, cores, seen := mw.stop()
+	from, to, lastOpen, cores, seen := mw.stop()
 	rep := w.Stop()
 	if err != nil {
 		return res, err
@@ -282,7 +282,7 @@ func timeMove(ctx context.Context, c *cluster, cfg config, move func(context.Con
 	if !seen {
 		return res, fmt.Errorf("no slot was seen moving")
 	}
-	res.moving, res.after, res.cores = to.Sub(from), start.Add(res.took).Sub(to), cores
+	res.moving, res.after, res.cores = to.Sub(from), start.Add(res.took).Sub(lastOpen), cores
 	if verbose { // for matching with other tools' samples
 		fmt.Printf("  moving phase from %.3f to %.3f (Unix time)\n", float64(from.UnixNano())/1e9, float64(to.UnixNano())/1e9)
 	}
