@@ -129,7 +129,7 @@ func TestStreamsTake(t *testing.T) {
 	}
 	moves = append(moves, topology.SlotMove{Slot: 10, From: "b", To: "d"}, topology.SlotMove{Slot: 11, From: "c", To: "e"},
 		topology.SlotMove{Slot: 5, From: "a", To: "d"}, topology.SlotMove{Slot: 12, From: "d", To: "b"})
-	groups := groupMoves(moves, 4)
+	groups := groupMoves(moves, func(string) int { return 4 })
 	want := []moveGroup{
 		{"a", "d", []int{0, 1, 2, 3}}, {"a", "d", []int{4, 5}}, {"b", "d", []int{10}}, {"c", "e", []int{11}}, {"d", "b", []int{12}},
 	}
@@ -332,5 +332,42 @@ func TestMigrateOtherStreamsWaitForBigKey(t *testing.T) {
 				t.Fatalf("%d of %d small keys lost", n, len(small))
 			}
 		})
+	}
+}
+
+// A group holds up to groupSlots slots, fewer where the source's slots hold so many keys
+// that it would move more than about groupKeys, and fewer still under a keys/s cap; and
+// groupMoves cuts each source's moves by its own size.
+func TestGroupSize(t *testing.T) {
+	free := ScaleRequest{Pipeline: 100}
+	capped := ScaleRequest{Pipeline: 100, MaxKeysPerSecond: 2000}
+	for _, c := range []struct {
+		req         ScaleRequest
+		keysPerSlot float64
+		want        int
+	}{
+		{free, 0, groupSlots},  // unknown
+		{free, 61, groupSlots}, // 1,000,000 keys: 128 slots are ~7,800 keys
+		{free, 610, groupKeys / 610},
+		{free, 1e6, 1},
+		{capped, 0, 20},
+		{capped, 610, 13},
+	} {
+		if got := c.req.groupSize(c.keysPerSlot); got != c.want {
+			t.Errorf("groupSize(%v keys a slot, cap %d) = %d, want %d", c.keysPerSlot, c.req.MaxKeysPerSecond, got, c.want)
+		}
+	}
+	var moves []topology.SlotMove
+	for s := 0; s < 6; s++ {
+		moves = append(moves, topology.SlotMove{Slot: s, From: "a", To: "c"}, topology.SlotMove{Slot: 100 + s, From: "b", To: "c"})
+	}
+	sizes := map[string]int{"a": 4, "b": 2}
+	var got [][]int
+	for _, g := range groupMoves(moves, func(from string) int { return sizes[from] }) {
+		got = append(got, g.slots)
+	}
+	want := [][]int{{0, 1, 2, 3}, {100, 101}, {102, 103}, {4, 5}, {104, 105}} // in plan order
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("groups %v, want %v", got, want)
 	}
 }
