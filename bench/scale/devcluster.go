@@ -156,7 +156,7 @@ func (d *devcluster) move(ctx context.Context, ns string, router *framework.Rout
 		return res, fmt.Errorf("no slot was seen moving")
 	}
 	res.moving, res.after, res.cores = to.Sub(from), start.Add(res.took).Sub(lastOpen), cores
-	fmt.Printf("  %6.2fs  first slot seen open\n  %6.2fs  last slot seen open\n  %6.2fs  none seen open\n",
+	fmt.Printf("  %6.2fs  first slot seen moving\n  %6.2fs  last poll before every slot was placed and closed\n  %6.2fs  every slot seen placed and closed\n",
 		from.Sub(start).Seconds(), lastOpen.Sub(start).Seconds(), to.Sub(start).Seconds())
 	if verbose { // for matching with other tools' samples
 		fmt.Printf("  moving phase from %.3f to %.3f (Unix time)\n", float64(from.UnixNano())/1e9, float64(to.UnixNano())/1e9)

@@ -188,8 +188,8 @@ type result struct {
 	method, dir string
 	moved       int // loaded keys whose slot changed owner
 	took        time.Duration
-	// moving is the moving phase (moving.go), after is the time from the last poll that
-	// saw a slot open to the end of the move (the phase Running again, on the devcluster).
+	// moving is the moving phase (moving.go), after is the time from the last poll before
+	// its end to the end of the move (the phase Running again, on the devcluster).
 	moving, after time.Duration
 	// cores is the machine's busy cores in the moving phase (all processes).
 	cores       float64
