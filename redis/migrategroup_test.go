@@ -336,25 +336,32 @@ func TestMigrateOtherStreamsWaitForBigKey(t *testing.T) {
 }
 
 // A group holds up to groupSlots slots, fewer where the source's slots hold so many keys
-// that it would move more than about groupKeys, and fewer still under a keys/s cap; and
-// groupMoves cuts each source's moves by its own size.
+// or so much data that it would move more than about groupKeys or groupBytes,
+// unknownGroupSlots when the source's figures are unknown, and fewer still under a
+// keys/s cap (a second's worth: a slot's keys, or one batch a slot); and groupMoves cuts
+// each source's moves by its own size.
 func TestGroupSize(t *testing.T) {
 	free := ScaleRequest{Pipeline: 100}
 	capped := ScaleRequest{Pipeline: 100, MaxKeysPerSecond: 2000}
+	smallBatches := ScaleRequest{Pipeline: 10, MaxKeysPerSecond: 1000}
 	for _, c := range []struct {
-		req         ScaleRequest
-		keysPerSlot float64
-		want        int
+		req   ScaleRequest
+		load  slotLoad
+		known bool
+		want  int
 	}{
-		{free, 0, groupSlots},  // unknown
-		{free, 61, groupSlots}, // 1,000,000 keys: 128 slots are ~7,800 keys
-		{free, 610, groupKeys / 610},
-		{free, 1e6, 1},
-		{capped, 0, 20},
-		{capped, 610, 13},
+		{free, slotLoad{}, false, unknownGroupSlots},
+		{free, slotLoad{}, true, groupSlots},                          // an empty source
+		{free, slotLoad{keys: 61, bytes: 61 * 120}, true, groupSlots}, // 1,000,000 small keys: ~7,800 keys a group
+		{free, slotLoad{keys: 610, bytes: 610 * 120}, true, groupKeys / 610},
+		{free, slotLoad{keys: 6, bytes: 6 * 100 << 10}, true, groupBytes / (6 * 100 << 10)}, // 100 KB values
+		{free, slotLoad{keys: 1e6, bytes: 1e8}, true, 1},
+		{capped, slotLoad{}, false, 20},
+		{capped, slotLoad{keys: 610}, true, 3},
+		{smallBatches, slotLoad{keys: 61}, true, 16}, // not 100: a slot is 61 keys, not one batch of 10
 	} {
-		if got := c.req.groupSize(c.keysPerSlot); got != c.want {
-			t.Errorf("groupSize(%v keys a slot, cap %d) = %d, want %d", c.keysPerSlot, c.req.MaxKeysPerSecond, got, c.want)
+		if got := c.req.groupSize(c.load, c.known); got != c.want {
+			t.Errorf("groupSize(%+v, known %v, cap %d, pipeline %d) = %d, want %d", c.load, c.known, c.req.MaxKeysPerSecond, c.req.Pipeline, got, c.want)
 		}
 	}
 	var moves []topology.SlotMove

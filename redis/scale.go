@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -299,11 +300,15 @@ func partialStep(err error) error {
 // PONG broadcast and one nodes.conf fsync on every node of the cluster. So big groups
 // move faster: 128 slots rather than 32 moved a quarter of 1,000,000 keys about 9% faster
 // out and in (bench/README.md, 2026-11-26). But Stop and the budget are asked only
-// between groups, so a group also holds at most about groupKeys keys (a tenth of a second
-// or two of one stream here), from the source's average keys a slot.
+// between groups, so a group also holds, on its source's average a slot, at most about
+// groupKeys keys and groupBytes of data (a tenth of a second or two of one stream here);
+// and unknownGroupSlots, the size groups had before, when the source's figures could not
+// be read.
 const (
-	groupSlots = 128
-	groupKeys  = 8192
+	groupSlots        = 128
+	groupKeys         = 8192
+	groupBytes        = 16 << 20
+	unknownGroupSlots = 32
 )
 
 // moveOptions are the MoveOptions of the request's MIGRATE batches, with one Limiter for
@@ -312,26 +317,38 @@ func (req ScaleRequest) moveOptions() MoveOptions {
 	return MoveOptions{Pipeline: req.Pipeline, Limiter: NewKeyLimiter(req.MaxKeysPerSecond, req.Pipeline)}
 }
 
-// groupSize is the most slots of one pair opened at once, from a source holding
-// keysPerSlot keys a slot on average (0 when unknown): groupSlots, fewer where that many
-// slots would hold more than groupKeys keys, and with a cap on keys per second about one
-// batch a slot for a second's worth of keys, so a capped group closes within about a
-// second (at a few keys a slot) and Stop is asked often.
-func (req ScaleRequest) groupSize(keysPerSlot float64) int {
-	n := groupSlots
-	if keysPerSlot > 0 {
-		n = min(n, max(1, int(groupKeys/keysPerSlot)))
+// slotLoad is a source's keys and data (used_memory_dataset) a slot, on average.
+type slotLoad struct {
+	keys, bytes float64
+}
+
+// groupSize is the most slots of one pair opened at once, from its source's load
+// (known false when it could not be read): groupSlots, fewer where that many slots would
+// hold more than groupKeys keys or groupBytes of data, unknownGroupSlots when unknown;
+// and with a cap on keys per second about a second's worth of keys (a slot's keys, or
+// one batch a slot when slots hold fewer), so a capped group closes within about a
+// second and Stop is asked often.
+func (req ScaleRequest) groupSize(load slotLoad, known bool) int {
+	n := unknownGroupSlots
+	if known {
+		n = groupSlots
+		if load.keys > 0 {
+			n = min(n, max(1, int(groupKeys/load.keys)))
+		}
+		if load.bytes > 0 {
+			n = min(n, max(1, int(groupBytes/load.bytes)))
+		}
 	}
 	if req.MaxKeysPerSecond > 0 {
-		n = min(n, max(1, req.MaxKeysPerSecond/max(1, req.Pipeline)))
+		perSlot := max(1, req.Pipeline, int(math.Ceil(load.keys)))
+		n = min(n, max(1, req.MaxKeysPerSecond/perSlot))
 	}
 	return n
 }
 
-// keysPerSlot is each source's DBSIZE over the slots it owns, read in parallel; a source
-// that does not answer is left out (its group size is then groupSlots, and its
-// MigrateSlots fails on its own).
-func keysPerSlot(ctx context.Context, f Factory, st *topology.ClusterState, moves []topology.SlotMove) map[string]float64 {
+// sourceLoads reads each source's DBSIZE and INFO memory, in parallel, and divides them
+// by the slots it owns; a source that does not answer both is left out.
+func sourceLoads(ctx context.Context, f Factory, st *topology.ClusterState, moves []topology.SlotMove) map[string]slotLoad {
 	slots := map[string]int{}
 	addrs := map[string]string{}
 	for _, mv := range moves {
@@ -346,19 +363,26 @@ func keysPerSlot(ctx context.Context, f Factory, st *topology.ClusterState, move
 	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	out := map[string]float64{}
+	out := map[string]slotLoad{}
 	for id, addr := range addrs {
-		if addr == "" || slots[id] == 0 {
+		r, ok := f.For(addr).(memoryReader)
+		if addr == "" || slots[id] == 0 || !ok {
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if n, err := f.For(addr).DBSize(ctx); err == nil {
-				mu.Lock()
-				out[id] = float64(n) / float64(slots[id])
-				mu.Unlock()
+			keys, err := f.For(addr).DBSize(ctx)
+			if err != nil {
+				return
 			}
+			mem, err := r.Memory(ctx)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			out[id] = slotLoad{keys: float64(keys) / float64(slots[id]), bytes: float64(mem.Dataset) / float64(slots[id])}
+			mu.Unlock()
 		}()
 	}
 	wg.Wait()
@@ -385,8 +409,11 @@ func migrate(ctx context.Context, f Factory, st *topology.ClusterState, moves []
 	addr := topology.AddrsByID(st)
 	opts := req.moveOptions()
 	opts.gates = newNodeGates()
-	density := keysPerSlot(ctx, f, st, moves)
-	pending := groupMoves(moves, func(from string) int { return req.groupSize(density[from]) })
+	loads := sourceLoads(ctx, f, st, moves)
+	pending := groupMoves(moves, func(from string) int {
+		load, known := loads[from]
+		return req.groupSize(load, known)
+	})
 	busy := newStreams()
 	done := make(chan groupResult)
 	inFlight := 0
