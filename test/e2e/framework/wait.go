@@ -47,6 +47,31 @@ func (s *Stack) WaitForPhase(ctx context.Context, ns, name, phase string, timeou
 	return nil
 }
 
+// WaitForObservedPhase waits until the RedisCluster is in phase having acted on its
+// current spec (status.observedGeneration equal to metadata.generation). After a spec
+// change this is the phase the change led to, however briefly the phases in between
+// lasted: a scale-in of a few hundred keys can be Scaling for less than one poll.
+func (s *Stack) WaitForObservedPhase(ctx context.Context, ns, name, phase string, timeout time.Duration) error {
+	var last, reason string
+	var gen, observed int64
+	err := poll(ctx, timeout, func() (bool, error) {
+		u, err := s.GetRedisCluster(ctx, ns, name)
+		if err != nil {
+			return false, nil
+		}
+		last, _, _ = unstructured.NestedString(u.Object, "status", "phase")
+		reason, _, _ = unstructured.NestedString(u.Object, "status", "reason")
+		observed, _, _ = unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+		gen = u.GetGeneration()
+		return last == phase && observed == gen, nil
+	})
+	if err != nil {
+		return fmt.Errorf("rediscluster %s/%s not in phase %s with generation %d observed after %s (phase %q, observed %d, reason %q): %w",
+			ns, name, phase, gen, timeout, last, observed, reason, err)
+	}
+	return nil
+}
+
 // WaitForPodsReady waits until count pods match selector and all are Ready.
 func (s *Stack) WaitForPodsReady(ctx context.Context, ns, selector string, count int, timeout time.Duration) error {
 	var seen string
