@@ -31,20 +31,7 @@ func (s *Stack) GetRedisCluster(ctx context.Context, ns, name string) (*unstruct
 // WaitForPhase polls .status.phase of a RedisCluster until it equals phase; on timeout the
 // error says the last phase and reason seen.
 func (s *Stack) WaitForPhase(ctx context.Context, ns, name, phase string, timeout time.Duration) error {
-	var last, reason string
-	err := poll(ctx, timeout, func() (bool, error) {
-		u, err := s.GetRedisCluster(ctx, ns, name)
-		if err != nil {
-			return false, nil
-		}
-		last, _, _ = unstructured.NestedString(u.Object, "status", "phase")
-		reason, _, _ = unstructured.NestedString(u.Object, "status", "reason")
-		return last == phase, nil
-	})
-	if err != nil {
-		return fmt.Errorf("rediscluster %s/%s not in phase %s after %s (phase %q, reason %q): %w", ns, name, phase, timeout, last, reason, err)
-	}
-	return nil
+	return s.waitForPhase(ctx, ns, name, phase, false, timeout)
 }
 
 // WaitForObservedPhase waits until the RedisCluster is in phase having acted on its
@@ -52,8 +39,12 @@ func (s *Stack) WaitForPhase(ctx context.Context, ns, name, phase string, timeou
 // change this is the phase the change led to, however briefly the phases in between
 // lasted: a scale-in of a few hundred keys can be Scaling for less than one poll.
 func (s *Stack) WaitForObservedPhase(ctx context.Context, ns, name, phase string, timeout time.Duration) error {
+	return s.waitForPhase(ctx, ns, name, phase, true, timeout)
+}
+
+func (s *Stack) waitForPhase(ctx context.Context, ns, name, phase string, observed bool, timeout time.Duration) error {
 	var last, reason string
-	var gen, observed int64
+	var gen, seen int64
 	err := poll(ctx, timeout, func() (bool, error) {
 		u, err := s.GetRedisCluster(ctx, ns, name)
 		if err != nil {
@@ -61,13 +52,16 @@ func (s *Stack) WaitForObservedPhase(ctx context.Context, ns, name, phase string
 		}
 		last, _, _ = unstructured.NestedString(u.Object, "status", "phase")
 		reason, _, _ = unstructured.NestedString(u.Object, "status", "reason")
-		observed, _, _ = unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+		seen, _, _ = unstructured.NestedInt64(u.Object, "status", "observedGeneration")
 		gen = u.GetGeneration()
-		return last == phase && observed == gen, nil
+		return last == phase && (!observed || seen == gen), nil
 	})
-	if err != nil {
+	switch {
+	case err != nil && observed:
 		return fmt.Errorf("rediscluster %s/%s not in phase %s with generation %d observed after %s (phase %q, observed %d, reason %q): %w",
-			ns, name, phase, gen, timeout, last, observed, reason, err)
+			ns, name, phase, gen, timeout, last, seen, reason, err)
+	case err != nil:
+		return fmt.Errorf("rediscluster %s/%s not in phase %s after %s (phase %q, reason %q): %w", ns, name, phase, timeout, last, reason, err)
 	}
 	return nil
 }
