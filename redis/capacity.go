@@ -28,8 +28,9 @@ func (a *admin) Memory(ctx context.Context) (topology.Memory, error) {
 // under noeviction, fail the MIGRATE half way). Each master's use after the moves is
 // projected from its used_memory plus, per slot received, the dataset per slot of the
 // giver, less the same for each slot it gives. Masters with maxmemory 0 are unlimited.
-// It reads INFO memory of every master holding slots; nothing is written.
-func checkCapacity(ctx context.Context, f Factory, st *topology.ClusterState, moves []topology.SlotMove) error {
+// It reads INFO memory of every master holding slots, and returns it by node ID (the
+// moves' sources size their groups from it); nothing is written.
+func checkCapacity(ctx context.Context, f Factory, st *topology.ClusterState, moves []topology.SlotMove) (map[string]topology.Memory, error) {
 	var masters []int
 	for i := range st.Members {
 		if self := st.Members[i].Self(); self.Master && len(self.Slots) > 0 || topology.Receives(moves, st.Members[i].ID()) {
@@ -48,10 +49,10 @@ func checkCapacity(ctx context.Context, f Factory, st *topology.ClusterState, mo
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("failed to check capacity before moving slots: %w", err)
+		return nil, fmt.Errorf("failed to check capacity before moving slots: %w", err)
 	}
 	for _, i := range masters {
 		mem[st.Members[i].ID()] = read[i]
 	}
-	return topology.ProjectCapacity(st, masters, mem, moves)
+	return mem, topology.ProjectCapacity(st, masters, mem, moves)
 }

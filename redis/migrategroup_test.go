@@ -89,7 +89,7 @@ func TestMigrateDisjointPairsAtOnce(t *testing.T) {
 		{Slot: b, From: st.Members[1].ID(), To: st.Members[3].ID()},
 	}
 	// 10 keys per MIGRATE: 300 calls a slot, long enough to see them overlap.
-	p, err := migrate(ctx, f, st, moves, ScaleRequest{Pipeline: 10})
+	p, err := migrate(ctx, f, st, moves, ScaleRequest{Pipeline: 10}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +281,7 @@ func TestMigrateOtherStreamsWaitForBigKey(t *testing.T) {
 
 			// 10 keys per MIGRATE: the small keys' stream has work for as long as the big
 			// key moves.
-			p, err := migrate(ctx, f, st, moves, ScaleRequest{Pipeline: 10})
+			p, err := migrate(ctx, f, st, moves, ScaleRequest{Pipeline: 10}, nil)
 			if err != nil {
 				t.Fatalf("the step ended with %v", err)
 			}

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
@@ -114,11 +113,12 @@ func Scale(ctx context.Context, f Factory, members []topology.Member, req ScaleR
 		return prog, err
 	}
 	if len(plan.Moves) > 0 {
-		if err := checkCapacity(ctx, f, st, plan.Moves); err != nil {
+		mem, err := checkCapacity(ctx, f, st, plan.Moves)
+		if err != nil {
 			return ScaleProgress{Phase: topology.PhaseRefused}, err
 		}
 		keepLeavingApart(ctx, f, members, req)
-		return migrate(ctx, f, st, plan.Moves, req)
+		return migrate(ctx, f, st, plan.Moves, req, mem)
 	}
 	kept := members[:req.Keep]
 	p, err := Heal(ctx, f, kept, req.Masters, req.ReplicasPerMaster)
@@ -346,46 +346,35 @@ func (req ScaleRequest) groupSize(load slotLoad, known bool) int {
 	return n
 }
 
-// sourceLoads reads each source's DBSIZE and INFO memory, in parallel, and divides them
-// by the slots it owns; a source that does not answer both is left out.
-func sourceLoads(ctx context.Context, f Factory, st *topology.ClusterState, moves []topology.SlotMove) map[string]slotLoad {
-	slots := map[string]int{}
-	addrs := map[string]string{}
+// sourceLoads is each source's keys (DBSIZE, read in parallel) and data (mem, the INFO
+// memory checkCapacity read, when it has the source) over the slots it owns; a source
+// whose DBSIZE cannot be read is left out.
+func sourceLoads(ctx context.Context, f Factory, st *topology.ClusterState, moves []topology.SlotMove, mem map[string]topology.Memory) map[string]slotLoad {
+	from := map[string]bool{}
 	for _, mv := range moves {
-		addrs[mv.From] = ""
+		from[mv.From] = true
 	}
+	var sources []int
 	for i := range st.Members {
-		if self := st.Members[i].Self(); self != nil {
-			if _, ok := addrs[self.ID]; ok {
-				addrs[self.ID], slots[self.ID] = st.Members[i].Addr, self.Slots.Count()
-			}
+		if self := st.Members[i].Self(); self != nil && from[self.ID] && self.Slots.Count() > 0 {
+			sources = append(sources, i)
 		}
 	}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
+	loads := make([]*slotLoad, len(st.Members))
+	_ = parallel(sources, func(i int) error {
+		keys, err := f.For(st.Members[i].Addr).DBSize(ctx)
+		if err == nil {
+			slots := float64(st.Members[i].Self().Slots.Count())
+			loads[i] = &slotLoad{keys: float64(keys) / slots, bytes: float64(mem[st.Members[i].ID()].Dataset) / slots}
+		}
+		return err
+	})
 	out := map[string]slotLoad{}
-	for id, addr := range addrs {
-		r, ok := f.For(addr).(memoryReader)
-		if addr == "" || slots[id] == 0 || !ok {
-			continue
+	for _, i := range sources {
+		if loads[i] != nil {
+			out[st.Members[i].ID()] = *loads[i]
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			keys, err := f.For(addr).DBSize(ctx)
-			if err != nil {
-				return
-			}
-			mem, err := r.Memory(ctx)
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			out[id] = slotLoad{keys: float64(keys) / float64(slots[id]), bytes: float64(mem.Dataset) / float64(slots[id])}
-			mu.Unlock()
-		}()
 	}
-	wg.Wait()
 	return out
 }
 
@@ -404,12 +393,12 @@ func (req ScaleRequest) stopped() bool { return req.Stop != nil && req.Stop() }
 // A stream takes its next group as soon as its last one is done, without waiting for the
 // others', so streams fall out of step: while one is between MIGRATEs (its SETSLOT rounds,
 // its listings) another's MIGRATEs keep the source busy.
-func migrate(ctx context.Context, f Factory, st *topology.ClusterState, moves []topology.SlotMove, req ScaleRequest) (ScaleProgress, error) {
+func migrate(ctx context.Context, f Factory, st *topology.ClusterState, moves []topology.SlotMove, req ScaleRequest, mem map[string]topology.Memory) (ScaleProgress, error) {
 	prog := ScaleProgress{Phase: PhaseMigrating, Remaining: len(moves)}
 	addr := topology.AddrsByID(st)
 	opts := req.moveOptions()
 	opts.gates = newNodeGates()
-	loads := sourceLoads(ctx, f, st, moves)
+	loads := sourceLoads(ctx, f, st, moves, mem)
 	pending := groupMoves(moves, func(from string) int {
 		load, known := loads[from]
 		return req.groupSize(load, known)
