@@ -64,6 +64,9 @@ type ScaleProgress struct {
 // (*CapacityError). A refusal wraps ErrRefused and writes nothing.
 func Scale(ctx context.Context, f Factory, members []topology.Member, req ScaleRequest) (ScaleProgress, error) {
 	st, err := Observe(ctx, f, members)
+	if err == nil {
+		st, err = awaitAgreement(ctx, f, members, st)
+	}
 	if err != nil {
 		return ScaleProgress{Phase: topology.PhaseWaitingForPods}, fmt.Errorf("failed to observe cluster: %w", err)
 	}
@@ -134,6 +137,35 @@ func Scale(ctx context.Context, f Factory, members []topology.Member, req ScaleR
 		return prog, nil
 	}
 	return removeLeaving(ctx, f, st, req)
+}
+
+// agreementGrace is how long a step looks again at views that differ before it makes
+// members re-announce themselves (PlanReannounce), and agreementPoll how often.
+const (
+	agreementGrace = 300 * time.Millisecond
+	agreementPoll  = 20 * time.Millisecond
+)
+
+// awaitAgreement re-observes, for up to agreementGrace, a cluster whose members are all met
+// and ok but whose views differ, and returns the first state that agrees, or the last one.
+// Between two steps of a migration that is usually gossip in flight: a replica learns a
+// slot's new owner from the owner's PONG, sent when the slot closed, and on a busy machine
+// reads it tens of milliseconds later. Re-announcing at once would not be sooner: each MEET
+// leaves a handshake in its sender's view until the next cluster cron, and the step after
+// that comes a requeue later. What does not settle within the grace is re-announced as before.
+func awaitAgreement(ctx context.Context, f Factory, members []topology.Member, st *topology.ClusterState) (*topology.ClusterState, error) {
+	deadline := time.Now().Add(agreementGrace)
+	for st.AllMet() && st.ClusterOK() && !st.Agreed() && time.Now().Before(deadline) {
+		if err := sleepCtx(ctx, agreementPoll); err != nil {
+			return st, err
+		}
+		next, err := Observe(ctx, f, members)
+		if err != nil {
+			return next, err
+		}
+		st = next
+	}
+	return st, nil
 }
 
 // releaseReplica resets the replica (soft: same node ID, its copy of the data dropped,
