@@ -32,9 +32,7 @@ func TestDevclusterRunsRedisStatefulSet(t *testing.T) {
 	g.Expect(strings.Count(out, " Ready ")).To(Equal(3), out)
 
 	ns := "devcluster-e2e"
-	cleanup, err := stack.CreateNamespace(ctx, ns)
-	g.Expect(err).NotTo(HaveOccurred())
-	defer cleanup()
+	testNamespace(ctx, t, ns)
 	_, err = stack.ApplyYAML(ctx, ns, filepath.Join(framework.RepoRoot(), "test", "e2e", "testdata", "redis-statefulset.yaml"))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(stack.WaitForPodsReady(ctx, ns, handmadeSelector, 3, 2*time.Minute)).To(Succeed())
@@ -124,10 +122,8 @@ func TestUnschedulablePodStaysPending(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ns := "devcluster-unsched"
-	cleanup, err := stack.CreateNamespace(ctx, ns)
-	g.Expect(err).NotTo(HaveOccurred())
-	defer cleanup()
-	_, err = stack.ApplyYAML(ctx, ns, `apiVersion: v1
+	testNamespace(ctx, t, ns)
+	_, err := stack.ApplyYAML(ctx, ns, `apiVersion: v1
 kind: Pod
 metadata:
   name: nowhere

@@ -5,7 +5,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -255,7 +257,7 @@ func TestFaultSourceFailoverWhileSlotOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("CLUSTER FAILOVER on %s, replica of the source %s (migrating %v)", replica, source.ID, source.Migrating)
+	t.Logf("CLUSTER FAILOVER on %s, replica of the source %s (migrating %s)", replica, source.ID, openSlots(source.Migrating))
 	if err := stack.WaitForPhase(ctx, f.ns, "demo", "Running", 5*time.Minute); err != nil {
 		t.Fatalf("%v; reason: %s", err, getCluster(ctx, t, f.ns, "demo").Status.Reason)
 	}
@@ -301,7 +303,11 @@ func TestFaultTargetFailoverWhileSlotOpen(t *testing.T) {
 		t.Fatalf("the target %s (%s) has no replica", target.ID, targetPod)
 	}
 	attempts := failOverUntilPromoted(ctx, t, addrs[replica])
-	t.Logf("CLUSTER FAILOVER on %s, replica of the target %s (%s, importing %v when first sent): promoted after %d attempt(s)", replica, targetPod, target.ID, target.Importing, attempts)
+	t.Logf("CLUSTER FAILOVER on %s, replica of the target %s (%s, importing %s when first sent): promoted after %d attempt(s)", replica, targetPod, target.ID, openSlots(target.Importing), attempts)
+	if attempts > 1 {
+		// What the masters answered the replica's first election, in their own words.
+		logPods(t, f.ns, 12, "ailover", "election", "configEpoch")
+	}
 	if err := stack.WaitForPhase(ctx, f.ns, "demo", "Running", 5*time.Minute); err != nil {
 		t.Fatalf("%v; reason: %s", err, getCluster(ctx, t, f.ns, "demo").Status.Reason)
 	}
@@ -311,6 +317,20 @@ func TestFaultTargetFailoverWhileSlotOpen(t *testing.T) {
 		t.Errorf("%s, promoted from the target's replica, is not a master holding slots: %+v", replica, n)
 	}
 	f.finish("target's replica failed over while a slot is open (6->8)", 0, time.Since(start))
+}
+
+// openSlots sums up a node's MIGRATING or IMPORTING slots: how many, the lowest and the
+// highest, and the nodes they name.
+func openSlots(marked map[int]string) string {
+	if len(marked) == 0 {
+		return "no slot"
+	}
+	slots := slices.Sorted(maps.Keys(marked))
+	peers := map[string]bool{}
+	for _, id := range marked {
+		peers[id] = true
+	}
+	return fmt.Sprintf("%d slots, %d-%d, with %d node(s)", len(slots), slots[0], slots[len(slots)-1], len(peers))
 }
 
 // failOverUntilPromoted sends CLUSTER FAILOVER to the replica at addr until it is a master

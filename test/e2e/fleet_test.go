@@ -42,11 +42,7 @@ func ownOperator(t *testing.T, args ...string) *framework.Operator {
 // it and waits until it is Running and formed.
 func formIn(ctx context.Context, t *testing.T, ns string) {
 	t.Helper()
-	cleanup, err := stack.CreateNamespace(ctx, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cleanup)
+	testNamespace(ctx, t, ns)
 	applyCluster(ctx, t, demoSample, ns, nil)
 	if err := stack.WaitForPhase(ctx, ns, "demo", "Running", formTime); err != nil {
 		t.Fatal(err)

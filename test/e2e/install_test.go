@@ -62,11 +62,7 @@ func TestChartServerSideDryRun(t *testing.T) {
 	defer cancel()
 	// Dry runs create nothing, so the namespaces they write into must exist.
 	for _, ns := range []string{"e2e-chart-system", "e2e-team-a", "e2e-team-b"} {
-		cleanup, err := stack.CreateNamespace(ctx, ns)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(cleanup)
+		testNamespace(ctx, t, ns)
 	}
 	combos := map[string][]string{
 		"defaults":                {},
@@ -103,9 +99,7 @@ func TestUninstallKeepsTheCRDAndClusters(t *testing.T) {
 	operator(t) // installs the CRD
 	const ns, helmNS = "e2e-uninstall", "e2e-helm-operator"
 	for _, n := range []string{ns, helmNS} {
-		cleanup, err := stack.CreateNamespace(ctx, n)
-		g.Expect(err).NotTo(HaveOccurred())
-		t.Cleanup(cleanup)
+		testNamespace(ctx, t, n)
 	}
 	// Paused: the operator leaves it alone, so it stands for any cluster without costing pods.
 	applyCluster(ctx, t, demoSample, ns, func(u *unstructured.Unstructured) {
@@ -177,9 +171,7 @@ func TestChartNamespacedRBACIsEnough(t *testing.T) {
 	operator(t)
 	stopOperator()
 	for _, n := range []string{ns, opNS} {
-		cleanup, err := stack.CreateNamespace(ctx, n)
-		g.Expect(err).NotTo(HaveOccurred())
-		t.Cleanup(cleanup)
+		testNamespace(ctx, t, n)
 	}
 	mustTool(t, "", "helm", "install", "rco", chartPath, "-n", opNS,
 		"--set", "rbac.scope=namespaced", "--set", "watchNamespaces={"+ns+"}")

@@ -38,9 +38,7 @@ func TestLiveConfigChangesNoPod(t *testing.T) {
 	kc := kubeClient(t)
 
 	operator(t)
-	cleanup, err := stack.CreateNamespace(ctx, ns)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(cleanup)
+	testNamespace(ctx, t, ns)
 	tuning := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo-tuning"},
 		Data: map[string]string{"redis.conf": "maxmemory 200mb\nmaxmemory-policy noeviction\n"}}
 	g.Expect(kc.Create(ctx, tuning)).To(Succeed())

@@ -123,9 +123,7 @@ func TestOperatorUpgradeWritesNothing(t *testing.T) {
 	t.Cleanup(func() { _ = oldOp.Stop() })
 	t.Logf("old operator log: %s", oldOp.Logs)
 
-	cleanup, err := stack.CreateNamespace(ctx, ns)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(cleanup)
+	testNamespace(ctx, t, ns)
 	// No foreground finalizer: the namespace goes at the end whichever operator runs then.
 	applyCluster(ctx, t, demoSample, ns, func(u *unstructured.Unstructured) {
 		unstructured.RemoveNestedField(u.Object, "spec", "finalizers")

@@ -73,9 +73,7 @@ func TestGeneratedRBACIsEnough(t *testing.T) {
 	t.Cleanup(func() { _ = op.Stop() })
 	t.Logf("operator (as %s) log: %s", sa, op.Logs)
 
-	cleanup, err := stack.CreateNamespace(ctx, ns)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(cleanup)
+	testNamespace(ctx, t, ns)
 	_, err = stack.Kubectl("-n", ns, "create", "secret", "generic", "demo-password", "--from-literal=password="+password)
 	g.Expect(err).NotTo(HaveOccurred())
 	start := time.Now()

@@ -109,16 +109,47 @@ func stopOperator() {
 func formDemo(ctx context.Context, t *testing.T, ns string, mutate func(*unstructured.Unstructured)) {
 	t.Helper()
 	operator(t)
-	cleanup, err := stack.CreateNamespace(ctx, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cleanup)
+	testNamespace(ctx, t, ns)
 	applyCluster(ctx, t, demoSample, ns, mutate)
 	if err := stack.WaitForPhase(ctx, ns, "demo", "Running", formTime); err != nil {
 		t.Fatal(err)
 	}
 	eventuallyFormed(ctx, t, ns, "demo")
+}
+
+// testNamespace creates namespace ns for t and deletes it when t ends. When t failed, its
+// pods' redis.log and nodes.conf are kept first (framework.KeepPodLogs) and the last lines
+// of each log printed, so that a failure in CI says what Redis saw.
+func testNamespace(ctx context.Context, t *testing.T, ns string) {
+	t.Helper()
+	cleanup, err := stack.CreateNamespace(ctx, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			logPods(t, ns, 25)
+		}
+		cleanup()
+	})
+}
+
+// logPods keeps the pods' files of ns and logs the last n lines of each pod's redis.log
+// that contain one of words (any line when there are none).
+func logPods(t *testing.T, ns string, n int, words ...string) {
+	t.Helper()
+	if dir, err := stack.KeepPodLogs(ns); err != nil {
+		t.Logf("pods of %s: %v", ns, err)
+	} else {
+		t.Logf("pods' redis.log and nodes.conf of %s kept in %s", ns, dir)
+	}
+	lines, err := stack.PodLogLines(ns, n, words...)
+	if err != nil {
+		t.Logf("pods of %s: %v", ns, err)
+	}
+	for _, l := range lines {
+		t.Log(l)
+	}
 }
 
 // applyCluster applies a RedisCluster manifest into ns after mutate edits it.
@@ -403,9 +434,7 @@ func TestOperatorKilledMidBootstrapFinishesIt(t *testing.T) {
 	defer cancel()
 	op := operator(t)
 	ns, name := "e2e-crash", "demo"
-	cleanup, err := stack.CreateNamespace(ctx, ns)
-	g.Expect(err).NotTo(HaveOccurred())
-	defer cleanup()
+	testNamespace(ctx, t, ns)
 
 	applyCluster(ctx, t, demoSample, ns, nil)
 	g.Eventually(func() error {

@@ -36,9 +36,7 @@ func TestRestrictedNamespaceAndDisruptionBudget(t *testing.T) {
 	operator(t)
 	cs, err := stack.Clientset()
 	g.Expect(err).NotTo(HaveOccurred())
-	cleanup, err := stack.CreateNamespace(ctx, ns)
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(cleanup)
+	testNamespace(ctx, t, ns)
 	_, err = stack.Kubectl("label", "ns", ns, "pod-security.kubernetes.io/enforce=restricted", "pod-security.kubernetes.io/warn=restricted")
 	g.Expect(err).NotTo(HaveOccurred())
 

@@ -31,11 +31,7 @@ import (
 func formWithPassword(ctx context.Context, t *testing.T, ns, password string) {
 	t.Helper()
 	operator(t)
-	cleanup, err := stack.CreateNamespace(ctx, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cleanup)
+	testNamespace(ctx, t, ns)
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "redis-pw"},
 		Data: map[string][]byte{"password": []byte(password)}}
 	if err := kubeClient(t).Create(ctx, sec); err != nil {

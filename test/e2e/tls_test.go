@@ -260,11 +260,7 @@ func everyPodAccepts(ctx context.Context, ns, name, pw string, cfg *tls.Config) 
 func formTLS(ctx context.Context, t *testing.T, ns string, cert map[string][]byte, pw string) {
 	t.Helper()
 	operator(t)
-	cleanup, err := stack.CreateNamespace(ctx, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cleanup)
+	testNamespace(ctx, t, ns)
 	for _, s := range []*corev1.Secret{
 		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo-tls-cert"}, Type: corev1.SecretTypeTLS, Data: cert},
 		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "redis-pw"}, Data: map[string][]byte{"password": []byte(pw)}},
