@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -48,8 +49,13 @@ const (
 )
 
 // view is CLUSTER NODES of a master A, a master B and B's replica C, as seen by self, with
-// A owning slots 0..aLast and B the rest.
+// A owning slots 0..aLast and B the rest. An aLast ending in "+" also has self see C as a
+// master: C was just made a replica and self has not heard it yet.
 func view(self, aLast string) string {
+	cRole, cMaster := "slave", idB
+	if last, ok := strings.CutSuffix(aLast, "+"); ok {
+		aLast, cRole, cMaster = last, "master", "-"
+	}
 	flag := func(id, role string) string {
 		if id == self {
 			return "myself," + role
@@ -59,7 +65,7 @@ func view(self, aLast string) string {
 	next := map[string]string{"4095": "4096", "8191": "8192"}[aLast]
 	return idA + " 127.0.0.1:7000@17000 " + flag(idA, "master") + " - 0 0 1 connected 0-" + aLast + "\n" +
 		idB + " 127.0.0.1:7001@17001 " + flag(idB, "master") + " - 0 0 2 connected " + next + "-16383\n" +
-		idC + " 127.0.0.1:7002@17002 " + flag(idC, "slave") + " " + idB + " 0 0 2 connected\n"
+		idC + " 127.0.0.1:7002@17002 " + flag(idC, cRole) + " " + cMaster + " 0 0 2 connected\n"
 }
 
 func scripted(state string, lagging ...string) (scriptedFactory, []topology.Member) {
@@ -122,18 +128,19 @@ func TestAwaitAgreementGivesUpAfterGrace(t *testing.T) {
 		t.Errorf("%d polls in the grace, want at most one every %v", polls, agreementPoll)
 	}
 
-	for name, state := range map[string]string{"agreed": "ok", "not ok": "fail"} {
-		lag := "8191"
-		if name == "agreed" {
-			lag = ""
-		}
-		f, members := scripted(state, "", "", lag)
+	for _, c := range []struct{ name, state, lagA, lagC string }{
+		{"agreed", "ok", "", ""},
+		{"not ok", "fail", "", "8191"},
+		// A has not heard that C is a replica: its pings would tell A seconds later.
+		{"a role unknown", "ok", "4095+", "8191"},
+	} {
+		f, members := scripted(c.state, c.lagA, "", c.lagC)
 		st, _ := Observe(ctx, f, members)
 		if _, err := awaitAgreement(ctx, f, members, st); err != nil {
 			t.Fatal(err)
 		}
 		if got := f["127.0.0.1:7002"].calls; got != 1 {
-			t.Errorf("%s: observed again %d times, want none", name, got-1)
+			t.Errorf("%s: observed again %d times, want none", c.name, got-1)
 		}
 	}
 

@@ -147,15 +147,18 @@ const (
 )
 
 // awaitAgreement re-observes, for up to agreementGrace, a cluster whose members are all met
-// and ok but whose views differ, and returns the first state that agrees, or the last one.
-// Between two steps of a migration that is usually gossip in flight: a replica learns a
-// slot's new owner from the owner's PONG, sent when the slot closed, and on a busy machine
-// reads it tens of milliseconds later. Re-announcing at once would not be sooner: each MEET
-// leaves a handshake in its sender's view until the next cluster cron, and the step after
-// that comes a requeue later. What does not settle within the grace is re-announced as before.
+// and ok and agree on every node's role but not on who owns some slots, and returns the
+// first state that agrees, or the last one. Between two steps of a migration that is gossip
+// in flight: a replica learns a slot's new owner from the owner's PONG, sent when the slot
+// closed, and on a busy machine reads it tens of milliseconds later. Re-announcing at once
+// would not be sooner: each MEET leaves a handshake in its sender's view until the next
+// cluster cron, and the step after that comes a requeue later. A role not yet known
+// everywhere (a node just made a replica) is not waited for: only the node's own pings,
+// seconds apart, would spread it, so it is re-announced at once as before, and so is what
+// does not settle within the grace.
 func awaitAgreement(ctx context.Context, f Factory, members []topology.Member, st *topology.ClusterState) (*topology.ClusterState, error) {
 	deadline := time.Now().Add(agreementGrace)
-	for st.AllMet() && st.ClusterOK() && !st.Agreed() && time.Now().Before(deadline) {
+	for st.AllMet() && st.ClusterOK() && !st.Agreed() && rolesAgree(st) && time.Now().Before(deadline) {
 		if err := sleepCtx(ctx, agreementPoll); err != nil {
 			return st, err
 		}
@@ -166,6 +169,21 @@ func awaitAgreement(ctx context.Context, f Factory, members []topology.Member, s
 		st = next
 	}
 	return st, nil
+}
+
+// rolesAgree reports whether every member sees every member in the role, and with the
+// master, that the member gives itself.
+func rolesAgree(st *topology.ClusterState) bool {
+	for i := range st.Members {
+		self := st.Members[i].Self()
+		for j := range st.Members {
+			n := st.Members[j].Find(self.ID)
+			if n == nil || n.Replica != self.Replica || n.MasterID != self.MasterID {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // releaseReplica resets the replica (soft: same node ID, its copy of the data dropped,
