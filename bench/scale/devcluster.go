@@ -168,7 +168,7 @@ func (d *devcluster) move(ctx context.Context, ns string, router *framework.Rout
 	}
 	sort.Strings(parts)
 	fmt.Printf("  CPU over the move: machine %.2fs, redis-servers %.2fs, %s\n", busy.Seconds(), res.cpu.Seconds(), strings.Join(parts, ", "))
-	res.gap, res.acked, res.failed = rep.LongestGap, rep.Acked, rep.Failed
+	res.gap, res.acked, res.failed, res.errors = rep.LongestGap, rep.Acked, rep.Failed, rep.Errors
 	after, err := owners(ctx, router)
 	if err != nil {
 		return res, err

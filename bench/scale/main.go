@@ -197,6 +197,8 @@ type result struct {
 	gap         time.Duration
 	acked, lost int
 	failed      int
+	// errors counts the failed writes by the first word of their error.
+	errors map[string]int
 }
 
 func (r result) rate() float64 { return float64(r.moved) / r.took.Seconds() }
@@ -205,9 +207,22 @@ func (r result) rate() float64 { return float64(r.moved) / r.took.Seconds() }
 func (r result) movingRate() float64 { return float64(r.moved) / r.moving.Seconds() }
 
 func (r result) print() {
-	fmt.Printf("round %d  %-14s %-3s  %7d keys in %6.2fs = %7.0f keys/s, moving %5.2fs = %7.0f keys/s (machine %.2f cores busy), then %4.2fs   redis CPU %5.2fs (%4.1f µs/key)   gap %4.0f ms   writes %d acked, %d failed, %d lost\n",
+	fmt.Printf("round %d  %-14s %-3s  %7d keys in %6.2fs = %7.0f keys/s, moving %5.2fs = %7.0f keys/s (machine %.2f cores busy), then %4.2fs   redis CPU %5.2fs (%4.1f µs/key)   gap %4.0f ms   writes %d acked, %d failed%s, %d lost\n",
 		r.round, r.method, r.dir, r.moved, r.took.Seconds(), r.rate(), r.moving.Seconds(), r.movingRate(), r.cores, r.after.Seconds(), r.cpu.Seconds(),
-		float64(r.cpu.Microseconds())/float64(max(r.moved, 1)), float64(r.gap.Microseconds())/1000, r.acked, r.failed, r.lost)
+		float64(r.cpu.Microseconds())/float64(max(r.moved, 1)), float64(r.gap.Microseconds())/1000, r.acked, r.failed, r.errorList(), r.lost)
+}
+
+// errorList is " (WORD n, ...)" of the failed writes, or "" when none failed.
+func (r result) errorList() string {
+	if len(r.errors) == 0 {
+		return ""
+	}
+	var parts []string
+	for word, n := range r.errors {
+		parts = append(parts, fmt.Sprintf("%s %d", word, n))
+	}
+	sort.Strings(parts)
+	return " (" + strings.Join(parts, ", ") + ")"
 }
 
 // keysPerSlot counts the loaded keys of each slot.
@@ -290,7 +305,7 @@ func timeMove(ctx context.Context, c *cluster, cfg config, move func(context.Con
 	if err != nil {
 		return res, err
 	}
-	res.cpu, res.gap, res.acked, res.failed = cpu1-cpu0, rep.LongestGap, rep.Acked, rep.Failed
+	res.cpu, res.gap, res.acked, res.failed, res.errors = cpu1-cpu0, rep.LongestGap, rep.Acked, rep.Failed, rep.Errors
 	if err := c.settle(ctx); err != nil {
 		return res, err
 	}

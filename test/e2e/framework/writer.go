@@ -199,9 +199,10 @@ func (r *Router) Do(ctx context.Context, key string, args ...any) *redis.Cmd {
 		case strings.HasPrefix(msg, "ASK "):
 			addr, asking = redirect(msg), true
 		default:
-			// A node gone or failing over: the next call re-reads the owners.
+			// A node gone or failing over: the next call re-reads the owners, however
+			// recent the last read (otherwise it would find no owner and fail too).
 			r.mu.Lock()
-			r.owner = nil
+			r.owner, r.fresh = nil, time.Time{}
 			r.mu.Unlock()
 			return cmd
 		}
