@@ -284,7 +284,9 @@ func setOf(idx []int) map[int]bool {
 
 // removeLeaving forgets the leaving nodes on every kept member that knows them, then
 // resets the leaving nodes so they cannot gossip the kept ones back (FORGET bans an ID
-// for only 60 s), as `redis-cli --cluster del-node` does.
+// for only 60 s), as `redis-cli --cluster del-node` does: once they have redirected no
+// client for a moment (awaitNoRedirects). A leaving node that knows only itself is
+// already reset.
 func removeLeaving(ctx context.Context, f Factory, st *topology.ClusterState, req ScaleRequest) (ScaleProgress, error) {
 	prog := ScaleProgress{Phase: PhaseRemoving}
 	var acts []topology.Action
@@ -301,15 +303,20 @@ func removeLeaving(ctx context.Context, f Factory, st *topology.ClusterState, re
 	if err := newExecutor(f).execute(ctx, st, acts); err != nil {
 		return prog, err
 	}
+	var leaving []string
 	for l := req.Keep; l < len(st.Members); l++ {
-		m, err := mover(f.For(st.Members[l].Addr))
+		if len(st.Members[l].Nodes) > 1 {
+			leaving = append(leaving, st.Members[l].Addr)
+		}
+	}
+	awaitNoRedirects(ctx, f, leaving)
+	for _, addr := range leaving {
+		m, err := mover(f.For(addr))
 		if err != nil {
 			return prog, err
 		}
-		if len(st.Members[l].Nodes) > 1 {
-			if err := m.ClusterReset(ctx); err != nil {
-				return prog, err
-			}
+		if err := m.ClusterReset(ctx); err != nil {
+			return prog, err
 		}
 	}
 	prog.Done = true

@@ -1,0 +1,95 @@
+package redis
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A leaving master that has given away its last slot still answers a client whose slot
+// table is stale with MOVED to the slot's new owner, and the client learns the new table
+// from it. Once reset (CLUSTER RESET) it knows no owner and answers CLUSTERDOWN instead,
+// which many clients report to the application, until its pod is gone. So the leaving
+// nodes are reset only once they have redirected nobody for redirectQuiet: the clients
+// that still wrote to them have moved on. A client idle all that time may still find a
+// reset node (or, later, no pod) and must re-read the table, as after any failover.
+const (
+	redirectQuiet = 200 * time.Millisecond
+	redirectPoll  = 50 * time.Millisecond
+	// redirectWait bounds the wait: a client that keeps ignoring MOVED does not hold up
+	// the scale-in.
+	redirectWait = time.Second
+)
+
+// redirectCounter is what the wait needs beyond Admin: the admin of a Factory has it.
+type redirectCounter interface {
+	Redirects(ctx context.Context) (int64, error)
+}
+
+// Redirects is how many MOVED and ASK replies the node has given since it started (INFO
+// errorstats).
+func (a *admin) Redirects(ctx context.Context) (int64, error) {
+	text, err := a.c.Info(ctx, "errorstats").Result()
+	if err != nil {
+		return 0, fmt.Errorf("failed to read INFO errorstats from %s: %w", a.addr, err)
+	}
+	return parseRedirects(text)
+}
+
+// parseRedirects sums the counts of errorstat_MOVED and errorstat_ASK ("errorstat_MOVED:count=12").
+func parseRedirects(text string) (int64, error) {
+	var n int64
+	sc := bufio.NewScanner(strings.NewReader(text))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		name, value, ok := strings.Cut(line, ":")
+		if !ok || (name != "errorstat_MOVED" && name != "errorstat_ASK") {
+			continue
+		}
+		for _, field := range strings.Split(value, ",") {
+			if c, ok := strings.CutPrefix(field, "count="); ok {
+				v, err := strconv.ParseInt(c, 10, 64)
+				if err != nil {
+					return 0, fmt.Errorf("failed to parse %q: %w", line, err)
+				}
+				n += v
+			}
+		}
+	}
+	return n, sc.Err()
+}
+
+// awaitNoRedirects waits until the nodes at addrs have together redirected no client for
+// redirectQuiet, at most redirectWait. Best effort: a node that cannot say (no INFO
+// errorstats before Redis 6.2, or no answer) ends the wait, as before there was one.
+func awaitNoRedirects(ctx context.Context, f Factory, addrs []string) {
+	count := func() (int64, bool) {
+		var sum int64
+		for _, addr := range addrs {
+			c, ok := f.For(addr).(redirectCounter)
+			if !ok {
+				return 0, false
+			}
+			n, err := c.Redirects(ctx)
+			if err != nil {
+				return 0, false
+			}
+			sum += n
+		}
+		return sum, true
+	}
+	last, ok := count()
+	deadline := time.Now().Add(redirectWait)
+	for quiet := time.Now(); ok && time.Since(quiet) < redirectQuiet && time.Now().Before(deadline); {
+		if sleepCtx(ctx, redirectPoll) != nil {
+			return
+		}
+		var n int64
+		if n, ok = count(); ok && n != last {
+			last, quiet = n, time.Now()
+		}
+	}
+}

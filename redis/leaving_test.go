@@ -1,0 +1,132 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/go-redis/redis/v8"
+
+	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
+)
+
+func TestParseRedirects(t *testing.T) {
+	text := "# Errorstats\r\nerrorstat_ERR:count=3\r\nerrorstat_MOVED:count=12\r\nerrorstat_ASK:count=5\r\n"
+	if n, err := parseRedirects(text); err != nil || n != 17 {
+		t.Errorf("parseRedirects = %d, %v; want 17 (MOVED and ASK, not ERR)", n, err)
+	}
+	if n, err := parseRedirects("# Errorstats\r\n"); err != nil || n != 0 {
+		t.Errorf("no redirect yet: %d, %v; want 0", n, err)
+	}
+	if _, err := parseRedirects("errorstat_MOVED:count=x\r\n"); err == nil {
+		t.Error("a count that is not a number was accepted")
+	}
+}
+
+// staleClient asks node addr for key every 5 ms, as a client whose slot table still names
+// that node, until stopped; it fails the test on any reply but MOVED.
+type staleClient struct {
+	mu         sync.Mutex
+	lastMoved  time.Time
+	firstMoved chan struct{}
+	stop, done chan struct{}
+	once       sync.Once
+}
+
+func startStaleClient(t *testing.T, addr, key string) *staleClient {
+	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1})
+	s := &staleClient{firstMoved: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	stop := s.stop
+	t.Cleanup(func() { s.halt(); <-s.done }) // before the servers stop
+	go func() {
+		defer close(s.done)
+		defer c.Close()
+		for first := true; ; {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			err := c.Get(context.Background(), key).Err()
+			if err == nil || !strings.HasPrefix(err.Error(), "MOVED ") {
+				t.Errorf("GET %s on %s: %v, want MOVED", key, addr, err)
+				return
+			}
+			s.mu.Lock()
+			s.lastMoved = time.Now()
+			s.mu.Unlock()
+			if first {
+				close(s.firstMoved)
+				first = false
+			}
+		}
+	}()
+	return s
+}
+
+func (s *staleClient) halt() { s.once.Do(func() { close(s.stop) }) }
+
+func (s *staleClient) last() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastMoved
+}
+
+// The leaving nodes are reset only once no client is redirected by them any more: the wait
+// outlasts a client still sent elsewhere with MOVED, and ends redirectQuiet after it.
+func TestAwaitNoRedirectsOutlastsAStaleClient(t *testing.T) {
+	servers := redistest.Start(t, 2, healCfg)
+	members := membersOf(servers)
+	f := newFactory(t, Options{})
+	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members, 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxFor(t, time.Minute)
+	st, err := Observe(ctx, f, members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A key of the second node's, asked of the first.
+	key := fmt.Sprintf("{%s}:k", tagFor(st.Members[1].Self().Slots[0].Start))
+	c := startStaleClient(t, members[0].Addr, key)
+	<-c.firstMoved
+	time.AfterFunc(500*time.Millisecond, c.halt)
+
+	awaitNoRedirects(ctx, f, []string{members[0].Addr})
+	returned := time.Now()
+	select {
+	case <-c.done:
+	default:
+		t.Fatal("the wait ended while the client was still redirected")
+	}
+	if quiet := returned.Sub(c.last()); quiet < redirectQuiet-20*time.Millisecond {
+		t.Errorf("the wait ended %v after the last MOVED, want at least %v", quiet, redirectQuiet)
+	}
+}
+
+// A client that never stops is not waited for past redirectWait.
+func TestAwaitNoRedirectsGivesUp(t *testing.T) {
+	servers := redistest.Start(t, 2, healCfg)
+	members := membersOf(servers)
+	f := newFactory(t, Options{})
+	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members, 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxFor(t, time.Minute)
+	st, err := Observe(ctx, f, members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := fmt.Sprintf("{%s}:k", tagFor(st.Members[1].Self().Slots[0].Start))
+	c := startStaleClient(t, members[0].Addr, key)
+	<-c.firstMoved
+
+	start := time.Now()
+	awaitNoRedirects(ctx, f, []string{members[0].Addr})
+	if took := time.Since(start); took < redirectWait || took > redirectWait+5*time.Second {
+		t.Errorf("the wait took %v with a client redirected throughout, want about %v", took, redirectWait)
+	}
+}
