@@ -178,7 +178,7 @@ func rolesAgree(st *topology.ClusterState) bool {
 		self := st.Members[i].Self()
 		for j := range st.Members {
 			n := st.Members[j].Find(self.ID)
-			if n == nil || n.Replica != self.Replica || n.MasterID != self.MasterID {
+			if n == nil || !n.SameRole(*self) {
 				return false
 			}
 		}

@@ -452,7 +452,7 @@ func PlanReannounce(st *ClusterState, announce func(int) bool) []Action {
 			if n == nil || n.Handshake || n.NoAddr {
 				continue
 			}
-			if n.Replica != self.Replica || n.MasterID != self.MasterID || !n.Slots.Equal(self.Slots) {
+			if !n.SameRole(*self) || !n.Slots.Equal(self.Slots) {
 				acts = append(acts, Action{Kind: ActionMeet, Member: i, Target: j, TargetAddr: st.Members[j].Addr, Refresh: true,
 					Message: fmt.Sprintf("Made %s re-announce itself to %s", st.Members[i].Pod, st.Members[j].Pod)})
 			}
