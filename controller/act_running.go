@@ -21,6 +21,8 @@ func (r *Reconciler) actRunning(ctx context.Context, s *scope) (ctrl.Result, err
 	}
 	// A cluster-node-timeout an earlier operator raised and could not set back (staleholds.go).
 	r.releaseStaleHolds(ctx, s)
+	// Replica migration a scale-in turned off on nodes it then kept (replicamigration.go).
+	r.restoreReplicaMigration(ctx, s)
 	// A whole cluster takes a new password or changed users (auth.go); a step that
 	// fails is tried again soon, the cluster serving meanwhile.
 	if err := r.reconcileAuth(ctx, s); err != nil {

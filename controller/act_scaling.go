@@ -76,6 +76,8 @@ func (r *Reconciler) reconcileScale(ctx context.Context, s *scope) (ctrl.Result,
 		return ctrl.Result{Requeue: true}, nil
 	}
 	rc := s.cluster
+	// A step may turn replica migration off on nodes the resize ends up keeping.
+	r.migrationChecked.Delete(client.ObjectKeyFromObject(rc))
 	desired := s.desiredReplicas()
 	sts := s.statefulSet
 	if sts == nil || sts.Spec.Replicas == nil {

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -468,11 +469,25 @@ func scaleInSetBackAfterEmptied(t *testing.T, asOldRedis bool) {
 		}
 		return rc.Status.Phase == redisv1alpha1.PhaseRunning && rc.Status.Masters == 4
 	})
+	// The scale-in had turned replica migration off on the leaving nodes; now kept, they
+	// get redis.conf's value (the default, yes) back once Running.
+	var seen []string // events() drains the recorder
+	m.waitFor("replica migration set back", time.Minute, func(*redisv1alpha1.RedisCluster) bool {
+		seen = append(seen, m.h.events()...)
+		return slices.ContainsFunc(seen, func(e string) bool { return strings.Contains(e, ReasonReplicaMigrationRestored) })
+	})
 	m.stopReconciling()
+	for i, s := range m.servers {
+		c := goredis.NewClient(&goredis.Options{Addr: s.Addr})
+		v, err := c.ConfigGet(ctx, "cluster-allow-replica-migration").Result()
+		c.Close()
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(v).To(Equal([]any{"cluster-allow-replica-migration", "yes"}), "demo-%d", i)
+	}
 	g.Expect(*liveStatefulSet(t, m.rc).Spec.Replicas).To(BeEquivalentTo(8))
 	g.Expect(done.Status.Masters).To(BeEquivalentTo(4))
 	var released []string
-	for _, e := range m.h.events() {
+	for _, e := range append(seen, m.h.events()...) {
 		if strings.Contains(e, string(topology.ActionReleaseReplica)) {
 			released = append(released, e)
 		}

@@ -78,6 +78,9 @@ type Reconciler struct {
 	// holdsChecked remembers, per cluster, that releaseStaleHolds found no raised
 	// cluster-node-timeout left by an earlier operator process.
 	holdsChecked sync.Map
+	// migrationChecked remembers, per cluster, that restoreReplicaMigration found every
+	// node with redis.conf's cluster-allow-replica-migration since the last resize step.
+	migrationChecked sync.Map
 	// gc raises the collector's target while resize steps run.
 	gc gcWhileMoving
 }
@@ -215,6 +218,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	r.stopsWarned.Delete(key)
 	r.progress.Delete(key)
 	r.holdsChecked.Delete(key)
+	r.migrationChecked.Delete(key)
 	forgetMetrics(key)
 }
 

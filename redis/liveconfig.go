@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -94,6 +95,15 @@ func LiveSettings(conf string) map[string]string {
 	return out
 }
 
+// ConfValue is the value redis.conf gives name (the last line's, unquoted), or def when no
+// line sets it.
+func ConfValue(conf, name, def string) string {
+	if lines := ConfDirectives(conf)[strings.ToLower(name)]; len(lines) > 0 {
+		return unquote(lines[len(lines)-1])
+	}
+	return def
+}
+
 // unquote takes the quotes off a value written "…" or '…' in redis.conf.
 func unquote(v string) string {
 	if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
@@ -179,6 +189,9 @@ type configAdmin interface {
 	ConfigSet(ctx context.Context, name, value string) error
 }
 
+// errUnknownParameter: CONFIG GET names no such parameter (a Redis older than it).
+var errUnknownParameter = errors.New("Redis does not know it")
+
 // ConfigGet reads one parameter with CONFIG GET.
 func (a *admin) ConfigGet(ctx context.Context, name string) (string, error) {
 	v, err := a.c.ConfigGet(ctx, name).Result()
@@ -186,7 +199,7 @@ func (a *admin) ConfigGet(ctx context.Context, name string) (string, error) {
 		return "", fmt.Errorf("failed to read %s on %s: %w", name, a.addr, err)
 	}
 	if len(v) != 2 {
-		return "", fmt.Errorf("failed to read %s on %s: Redis does not know it", name, a.addr)
+		return "", fmt.Errorf("failed to read %s on %s: %w", name, a.addr, errUnknownParameter)
 	}
 	return fmt.Sprint(v[1]), nil
 }

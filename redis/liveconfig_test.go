@@ -128,6 +128,11 @@ func TestLiveSettingsAndDiff(t *testing.T) {
 	if got := LiveSettings(conf); !reflect.DeepEqual(got, want) {
 		t.Errorf("LiveSettings = %v, want %v", got, want)
 	}
+	for name, want := range map[string]string{"maxmemory": "2gb", "Save": "300 10", "notify-keyspace-events": "", "hz": "none"} {
+		if got := ConfValue(conf, name, "none"); got != want {
+			t.Errorf("ConfValue(%q) = %q, want %q", name, got, want)
+		}
+	}
 	next := "port 6379\nmaxmemory 3gb\nappendonly no\nsave 900 1\nsave 300 10\nhz 20\n"
 	got := DiffConf(conf, next)
 	if want := (ConfChange{Live: []string{"hz", "maxmemory", "notify-keyspace-events"}, Restart: []string{"appendonly"}}); !reflect.DeepEqual(got, want) {

@@ -337,9 +337,40 @@ func removeLeaving(ctx context.Context, f Factory, st *topology.ClusterState, re
 func keepLeavingApart(ctx context.Context, f Factory, members []topology.Member, req ScaleRequest) {
 	for _, m := range members[min(req.Keep, len(members)):] {
 		if c, ok := f.For(m.Addr).(configAdmin); ok {
-			_ = c.ConfigSet(ctx, "cluster-allow-replica-migration", "no")
+			_ = c.ConfigSet(ctx, ReplicaMigration, "no")
 		}
 	}
+}
+
+// ReplicaMigration is the directive keepLeavingApart turns off on the leaving members.
+const ReplicaMigration = "cluster-allow-replica-migration"
+
+// RestoreReplicaMigration sets cluster-allow-replica-migration to want on the nodes at
+// addrs that have another value, and counts them. keepLeavingApart turns it off on the
+// members leaving at the time; when the resize is set back (an abort) some of them stay,
+// and would keep it off until they restart: their replicas would not move to a master left
+// without one, and an emptied master would not turn replica. A node that cannot be read or
+// refuses is the error (the others are still set).
+func RestoreReplicaMigration(ctx context.Context, f Factory, addrs []string, want string) (int, error) {
+	n := 0
+	var errs []error
+	for _, addr := range addrs {
+		c, err := configOf(f.For(addr))
+		if err != nil {
+			return n, err
+		}
+		v, err := c.ConfigGet(ctx, ReplicaMigration)
+		if errors.Is(err, errUnknownParameter) {
+			continue // before Redis 6.2: nothing was turned off
+		}
+		if err == nil && v != want {
+			if err = c.ConfigSet(ctx, ReplicaMigration, want); err == nil {
+				n++
+			}
+		}
+		errs = append(errs, err)
+	}
+	return n, errors.Join(errs...)
 }
 
 // partialStep turns ErrBudgetSpent into a step that simply did less: the slot it left

@@ -1,0 +1,47 @@
+package controller
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/hc-middleware/redis-cluster-operator/redis"
+)
+
+// ReasonReplicaMigrationRestored: nodes a scale-in had told not to follow their slots
+// (cluster-allow-replica-migration no) stayed, and were given redis.conf's value back.
+const ReasonReplicaMigrationRestored = "ReplicaMigrationRestored"
+
+// restoreReplicaMigration gives every node redis.conf's cluster-allow-replica-migration
+// (yes unless the user's ConfigMap says otherwise) where it has another. A scale-in turns
+// it off on the leaving nodes (redis.keepLeavingApart); when the resize is set back, some
+// of them stay. Once after each resize and once per operator process, on the first
+// reconcile that finds the cluster Running and whole: a CONFIG GET per node. A node that
+// cannot be read is looked at again on a later reconcile.
+func (r *Reconciler) restoreReplicaMigration(ctx context.Context, s *scope) {
+	key := client.ObjectKeyFromObject(s.cluster)
+	if _, done := r.migrationChecked.Load(key); done {
+		return
+	}
+	conf, ok := renderedConf(s)
+	if !ok {
+		return
+	}
+	want := redis.ConfValue(conf, redis.ReplicaMigration, "yes")
+	addrs := make([]string, 0, len(s.members))
+	for _, m := range s.members {
+		addrs = append(addrs, m.Addr)
+	}
+	n, err := redis.RestoreReplicaMigration(ctx, r.factoryFor(s), addrs, want)
+	if n > 0 {
+		r.Recorder.Eventf(s.cluster, corev1.EventTypeNormal, ReasonReplicaMigrationRestored,
+			"%s set back to %s on %d instances (turned off for a scale-in that was set back)", redis.ReplicaMigration, want, n)
+	}
+	if err != nil {
+		log.FromContext(ctx).Info("could not check "+redis.ReplicaMigration+" on every instance; will look again", "error", err.Error())
+		return
+	}
+	r.migrationChecked.Store(key, true)
+}
