@@ -30,10 +30,7 @@ func (r *Reconciler) restoreReplicaMigration(ctx context.Context, s *scope) {
 		return
 	}
 	want := redis.ConfValue(conf, redis.ReplicaMigration, "yes")
-	addrs := make([]string, 0, len(s.members))
-	for _, m := range s.members {
-		addrs = append(addrs, m.Addr)
-	}
+	addrs := s.memberAddrs()
 	n, err := redis.RestoreReplicaMigration(ctx, r.factoryFor(s), addrs, want)
 	if n > 0 {
 		r.Recorder.Eventf(s.cluster, corev1.EventTypeNormal, ReasonReplicaMigrationRestored,

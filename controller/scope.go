@@ -131,3 +131,12 @@ func (s *scope) podsUp() int {
 	}
 	return n
 }
+
+// memberAddrs are the members' "ip:port", in member order.
+func (s *scope) memberAddrs() []string {
+	addrs := make([]string, 0, len(s.members))
+	for _, m := range s.members {
+		addrs = append(addrs, m.Addr)
+	}
+	return addrs
+}

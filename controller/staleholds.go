@@ -31,10 +31,7 @@ func (r *Reconciler) releaseStaleHolds(ctx context.Context, s *scope) {
 	if !ok {
 		return
 	}
-	addrs := make([]string, 0, len(s.members))
-	for _, m := range s.members {
-		addrs = append(addrs, m.Addr)
-	}
+	addrs := s.memberAddrs()
 	n, err := redis.ReleaseStaleHolds(ctx, r.factoryFor(s), addrs, configured)
 	if n > 0 {
 		r.Recorder.Eventf(s.cluster, corev1.EventTypeNormal, ReasonHoldReleased,

@@ -186,14 +186,8 @@ func TestMigrateMovesABigKey(t *testing.T) {
 // A key that does not move even with the timeout its size calls for is still stuck: a
 // target paused for longer than any sized timeout is reported, not waited for.
 func TestMigrateBigKeyStillStuckWhenTargetStalls(t *testing.T) {
-	servers := redistest.Start(t, 3, healCfg)
-	members := membersOf(servers)
-	f := newFactory(t, Options{})
-	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members, 3, 0); err != nil {
-		t.Fatal(err)
-	}
+	f, members, st := formMasters(t, 3)
 	ctx := ctxFor(t, time.Minute)
-	st, _ := Observe(ctx, f, members)
 	slot := st.Members[0].Self().Slots[0].Start + 5
 	key := fmt.Sprintf("{%s}:z", tagFor(slot))
 	redistest.ZAddBig(ctx, t, members[0].Addr, "", key, 20_000)
@@ -258,14 +252,8 @@ func TestReleaseStaleHolds(t *testing.T) {
 // slot answers ASK for it, which sizes it 0, and the big key beside it keeps its size (and
 // so its own timeout and hold).
 func TestMemoryUsagesKeyGoneWhileMigrating(t *testing.T) {
-	servers := redistest.Start(t, 2, healCfg)
-	members := membersOf(servers)
-	f := newFactory(t, Options{})
-	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members, 2, 0); err != nil {
-		t.Fatal(err)
-	}
+	f, members, st := formMasters(t, 2)
 	ctx := ctxFor(t, time.Minute)
-	st, _ := Observe(ctx, f, members)
 	slot := st.Members[0].Self().Slots[0].Start + 5
 	big, gone := fmt.Sprintf("{%s}:z", tagFor(slot)), fmt.Sprintf("{%s}:gone", tagFor(slot))
 	redistest.ZAddBig(ctx, t, members[0].Addr, "", big, 20_000)

@@ -25,6 +25,22 @@ func membersOf(servers []*redistest.Server) []topology.Member {
 	return out
 }
 
+// formMasters starts n servers formed into n masters (healCfg), and returns a factory for
+// them, their members and the state they report.
+func formMasters(t *testing.T, n int) (Factory, []topology.Member, *topology.ClusterState) {
+	servers := redistest.Start(t, n, healCfg)
+	members := membersOf(servers)
+	f := newFactory(t, Options{})
+	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members, n, 0); err != nil {
+		t.Fatal(err)
+	}
+	st, err := Observe(ctxFor(t, time.Minute), f, members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, members, st
+}
+
 func ctxFor(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)

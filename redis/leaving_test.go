@@ -10,7 +10,7 @@ import (
 
 	goredis "github.com/go-redis/redis/v8"
 
-	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 func TestParseRedirects(t *testing.T) {
@@ -75,25 +75,21 @@ func (s *staleClient) last() time.Time {
 	return s.lastMoved
 }
 
+// redirecting forms two masters and names a key of the second's, which the first
+// redirects.
+func redirecting(t *testing.T) (Factory, []topology.Member, string) {
+	f, members, st := formMasters(t, 2)
+	return f, members, fmt.Sprintf("{%s}:k", tagFor(st.Members[1].Self().Slots[0].Start))
+}
+
 // The leaving nodes are reset only once no client is redirected by them any more: the wait
 // outlasts a client still sent elsewhere with MOVED, and ends redirectQuiet after it.
 func TestAwaitNoRedirectsOutlastsAStaleClient(t *testing.T) {
-	servers := redistest.Start(t, 2, healCfg)
-	members := membersOf(servers)
-	f := newFactory(t, Options{})
-	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members, 2, 0); err != nil {
-		t.Fatal(err)
-	}
-	ctx := ctxFor(t, time.Minute)
-	st, err := Observe(ctx, f, members)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A key of the second node's, asked of the first.
-	key := fmt.Sprintf("{%s}:k", tagFor(st.Members[1].Self().Slots[0].Start))
+	f, members, key := redirecting(t)
 	c := startStaleClient(t, members[0].Addr, key)
 	<-c.firstMoved
 	time.AfterFunc(500*time.Millisecond, c.halt)
+	ctx := ctxFor(t, time.Minute)
 
 	awaitNoRedirects(ctx, f, []string{members[0].Addr})
 	returned := time.Now()
@@ -109,18 +105,8 @@ func TestAwaitNoRedirectsOutlastsAStaleClient(t *testing.T) {
 
 // A client that never stops is not waited for past redirectWait.
 func TestAwaitNoRedirectsGivesUp(t *testing.T) {
-	servers := redistest.Start(t, 2, healCfg)
-	members := membersOf(servers)
-	f := newFactory(t, Options{})
-	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members, 2, 0); err != nil {
-		t.Fatal(err)
-	}
+	f, members, key := redirecting(t)
 	ctx := ctxFor(t, time.Minute)
-	st, err := Observe(ctx, f, members)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := fmt.Sprintf("{%s}:k", tagFor(st.Members[1].Self().Slots[0].Start))
 	c := startStaleClient(t, members[0].Addr, key)
 	<-c.firstMoved
 
