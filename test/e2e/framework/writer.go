@@ -405,7 +405,7 @@ func (w *Writer) run(ctx context.Context, shard int) {
 		if err != nil {
 			w.mu.Lock()
 			w.failed++
-			w.errs[strings.Fields(err.Error() + " ?")[0]]++
+			w.errs[errorKind(err)]++
 			w.mu.Unlock()
 			continue
 		}
@@ -416,6 +416,17 @@ func (w *Writer) run(ctx context.Context, shard int) {
 		w.acked = append(w.acked, key)
 		w.mu.Unlock()
 	}
+}
+
+// errorKind is how a failed write is counted: the first word of its error, and for
+// CLUSTERDOWN the rest too ("CLUSTERDOWN Hash slot not served" is a node that knows no owner
+// for the slot, "CLUSTERDOWN The cluster is down" one that sees the cluster failing).
+func errorKind(err error) string {
+	f := strings.Fields(err.Error() + " ?")
+	if f[0] == "CLUSTERDOWN" {
+		return strings.TrimSpace(err.Error())
+	}
+	return f[0]
 }
 
 // nextKey is the shard's next key whose slot lies in the shard's ranges.
