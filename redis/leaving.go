@@ -14,14 +14,17 @@ import (
 // from it. Once reset (CLUSTER RESET) it knows no owner and answers CLUSTERDOWN instead,
 // which many clients report to the application, until its pod is gone. So the leaving
 // nodes are reset only once they have redirected nobody for redirectQuiet: the clients
-// that still wrote to them have moved on. A client idle all that time may still find a
-// reset node (or, later, no pod) and must re-read the table, as after any failover.
+// that still wrote to them have moved on. A client re-reads its table on a MOVED, and
+// meets one only when it happens to use a slot that moved last: the scale bench's writer,
+// about 9 such writes a second, went 200 ms without one about one time in six, and then
+// met the reset node. A client idle all that time may still find a reset node (or, later,
+// no pod) and must re-read the table, as after any failover.
 const (
-	redirectQuiet = 200 * time.Millisecond
+	redirectQuiet = 500 * time.Millisecond
 	redirectPoll  = 50 * time.Millisecond
 	// redirectWait bounds the wait: a client that keeps ignoring MOVED does not hold up
-	// the scale-in.
-	redirectWait = time.Second
+	// the scale-in past the 2 s after its last slot in which it should be Running.
+	redirectWait = 1500 * time.Millisecond
 )
 
 // redirectCounter is what the wait needs beyond Admin: the admin of a Factory has it.
