@@ -15,7 +15,8 @@ import (
 const ReasonReplicaMigrationRestored = "ReplicaMigrationRestored"
 
 // restoreReplicaMigration gives every node redis.conf's cluster-allow-replica-migration
-// (yes unless the user's ConfigMap says otherwise) where it has another. A scale-in turns
+// (yes unless the user's ConfigMap says otherwise) where it has another, whoever changed it
+// (a CONFIG SET by hand is set back too, as redis.conf is what the pods run). A scale-in turns
 // it off on the leaving nodes (redis.keepLeavingApart); when the resize is set back, some
 // of them stay. Once after each resize and once per operator process, on the first
 // reconcile that finds the cluster Running and whole: a CONFIG GET per node. A node that
@@ -34,7 +35,7 @@ func (r *Reconciler) restoreReplicaMigration(ctx context.Context, s *scope) {
 	n, err := redis.RestoreReplicaMigration(ctx, r.factoryFor(s), addrs, want)
 	if n > 0 {
 		r.Recorder.Eventf(s.cluster, corev1.EventTypeNormal, ReasonReplicaMigrationRestored,
-			"%s set back to %s on %d instances (turned off for a scale-in that was set back)", redis.ReplicaMigration, want, n)
+			"%s set back to %s, as redis.conf gives it, on %d instances (a scale-in set back turns it off on nodes it then keeps)", redis.ReplicaMigration, want, n)
 	}
 	if err != nil {
 		log.FromContext(ctx).Info("could not check "+redis.ReplicaMigration+" on every instance; will look again", "error", err.Error())

@@ -22,8 +22,8 @@ import (
 const (
 	redirectQuiet = 500 * time.Millisecond
 	redirectPoll  = 50 * time.Millisecond
-	// redirectWait bounds the wait: a client that keeps ignoring MOVED does not hold up
-	// the scale-in past the 2 s after its last slot in which it should be Running.
+	// redirectWait bounds the wait (checked between two reads): a client that keeps
+	// ignoring MOVED does not hold up the scale-in for long.
 	redirectWait = 1500 * time.Millisecond
 )
 
@@ -38,6 +38,10 @@ func (a *admin) Redirects(ctx context.Context) (int64, error) {
 	text, err := a.c.Info(ctx, "errorstats").Result()
 	if err != nil {
 		return 0, fmt.Errorf("failed to read INFO errorstats from %s: %w", a.addr, err)
+	}
+	if !strings.Contains(text, "# Errorstats") {
+		// Before Redis 6.2 an unknown section is an empty reply, not an error.
+		return 0, fmt.Errorf("%s has no INFO errorstats", a.addr)
 	}
 	return parseRedirects(text)
 }
@@ -69,6 +73,9 @@ func parseRedirects(text string) (int64, error) {
 // redirectQuiet, at most redirectWait. Best effort: a node that cannot say (no INFO
 // errorstats before Redis 6.2, or no answer) ends the wait, as before there was one.
 func awaitNoRedirects(ctx context.Context, f Factory, addrs []string) {
+	if len(addrs) == 0 {
+		return
+	}
 	count := func() (int64, bool) {
 		var sum int64
 		for _, addr := range addrs {

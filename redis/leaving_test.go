@@ -67,6 +67,18 @@ func startStaleClient(t *testing.T, addr, key string) *staleClient {
 	return s
 }
 
+// awaitFirstMoved returns once the client was redirected, and fails the test if it
+// stopped before or nothing came within 10 s.
+func (s *staleClient) awaitFirstMoved(t *testing.T) {
+	select {
+	case <-s.firstMoved:
+	case <-s.done:
+		t.Fatal("the client stopped before it was redirected")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client was not redirected within 10 s")
+	}
+}
+
 func (s *staleClient) halt() { s.once.Do(func() { close(s.stop) }) }
 
 func (s *staleClient) last() time.Time {
@@ -87,7 +99,7 @@ func redirecting(t *testing.T) (Factory, []topology.Member, string) {
 func TestAwaitNoRedirectsOutlastsAStaleClient(t *testing.T) {
 	f, members, key := redirecting(t)
 	c := startStaleClient(t, members[0].Addr, key)
-	<-c.firstMoved
+	c.awaitFirstMoved(t)
 	time.AfterFunc(500*time.Millisecond, c.halt)
 	ctx := ctxFor(t, time.Minute)
 
@@ -98,7 +110,7 @@ func TestAwaitNoRedirectsOutlastsAStaleClient(t *testing.T) {
 	default:
 		t.Fatal("the wait ended while the client was still redirected")
 	}
-	if quiet := returned.Sub(c.last()); quiet < redirectQuiet-20*time.Millisecond {
+	if quiet := returned.Sub(c.last()); quiet < redirectQuiet-redirectPoll {
 		t.Errorf("the wait ended %v after the last MOVED, want at least %v", quiet, redirectQuiet)
 	}
 }
@@ -108,7 +120,7 @@ func TestAwaitNoRedirectsGivesUp(t *testing.T) {
 	f, members, key := redirecting(t)
 	ctx := ctxFor(t, time.Minute)
 	c := startStaleClient(t, members[0].Addr, key)
-	<-c.firstMoved
+	c.awaitFirstMoved(t)
 
 	start := time.Now()
 	awaitNoRedirects(ctx, f, []string{members[0].Addr})

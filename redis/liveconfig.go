@@ -76,7 +76,10 @@ func ConfDirectives(conf string) map[string][]string {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		name, args, _ := strings.Cut(line, " ")
+		name, args := line, ""
+		if i := strings.IndexAny(line, " \t"); i >= 0 {
+			name, args = line[:i], line[i+1:]
+		}
 		name = strings.ToLower(name)
 		out[name] = append(out[name], strings.TrimSpace(args))
 	}

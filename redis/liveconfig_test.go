@@ -128,8 +128,8 @@ func TestLiveSettingsAndDiff(t *testing.T) {
 	if got := LiveSettings(conf); !reflect.DeepEqual(got, want) {
 		t.Errorf("LiveSettings = %v, want %v", got, want)
 	}
-	for name, want := range map[string]string{"maxmemory": "2gb", "Save": "300 10", "notify-keyspace-events": "", "hz": "none"} {
-		if got := ConfValue(conf, name, "none"); got != want {
+	for name, want := range map[string]string{"maxmemory": "2gb", "Save": "300 10", "notify-keyspace-events": "", "hz": "none", "timeout": "7"} {
+		if got := ConfValue(conf+"timeout\t7\n", name, "none"); got != want {
 			t.Errorf("ConfValue(%q) = %q, want %q", name, got, want)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
@@ -349,21 +350,22 @@ const ReplicaMigration = "cluster-allow-replica-migration"
 // addrs that have another value, and counts them. keepLeavingApart turns it off on the
 // members leaving at the time; when the resize is set back (an abort) some of them stay,
 // and would keep it off until they restart: their replicas would not move to a master left
-// without one, and an emptied master would not turn replica. A node that cannot be read or
-// refuses is the error (the others are still set).
+// without one, and an emptied master would not turn replica. Values compare without case.
+// A node that cannot be read or refuses is the error (the others are still set).
 func RestoreReplicaMigration(ctx context.Context, f Factory, addrs []string, want string) (int, error) {
 	n := 0
 	var errs []error
 	for _, addr := range addrs {
 		c, err := configOf(f.For(addr))
 		if err != nil {
-			return n, err
+			errs = append(errs, err)
+			continue
 		}
 		v, err := c.ConfigGet(ctx, ReplicaMigration)
 		if errors.Is(err, errUnknownParameter) {
 			continue // before Redis 6.2: nothing was turned off
 		}
-		if err == nil && v != want {
+		if err == nil && !strings.EqualFold(v, want) {
 			if err = c.ConfigSet(ctx, ReplicaMigration, want); err == nil {
 				n++
 			}

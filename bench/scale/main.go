@@ -197,7 +197,7 @@ type result struct {
 	gap         time.Duration
 	acked, lost int
 	failed      int
-	// errors counts the failed writes by the first word of their error.
+	// errors counts the failed writes by kind (the writer's errorKind).
 	errors map[string]int
 }
 

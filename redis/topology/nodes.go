@@ -42,11 +42,11 @@ type Node struct {
 	Importing map[int]string
 }
 
-// Addr is "ip:port", the address clients and CLUSTER MEET use.
 // SameRole reports whether n and m give a node the same role: replica or not, and of the
 // same master.
 func (n Node) SameRole(m Node) bool { return n.Replica == m.Replica && n.MasterID == m.MasterID }
 
+// Addr is "ip:port", the address clients and CLUSTER MEET use.
 func (n Node) Addr() string { return joinHostPort(n.IP, n.Port) }
 
 // Role is "master" or "slave", the words of the seed's status.

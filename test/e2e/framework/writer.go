@@ -346,7 +346,7 @@ type WriterReport struct {
 	LongestGap time.Duration
 	Gaps       []time.Duration
 	Shards     []topology.SlotRanges
-	// Errors counts failed writes by the first word of their error.
+	// Errors counts failed writes by the first word of their error (errorKind).
 	Errors map[string]int
 }
 
