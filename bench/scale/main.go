@@ -18,6 +18,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"runtime/pprof"
@@ -443,15 +444,21 @@ func report(all []result) {
 				rate func(result) float64
 			}{{"end to end", result.rate}, {"moving", result.movingRate}} {
 				var per []string
+				var ratios []float64
 				for _, r := range rs {
 					for _, ref := range refs {
 						if ref.round == r.round {
+							ratios = append(ratios, q.rate(r)/q.rate(ref))
 							per = append(per, fmt.Sprintf("%.2f", q.rate(r)/q.rate(ref)))
 						}
 					}
 				}
-				fmt.Printf("ratio %s/%s, %-10s %5.2f   per round %s\n", p[0], p[1], q.what,
-					median(pick(rs, q.rate))/median(pick(refs, q.rate)), strings.Join(per, " "))
+				// Both: the ratio of the medians compares medians taken from different rounds;
+				// the median of the per-round ratios pairs each round with its own reference,
+				// measured minutes apart on the same machine, which cancels a machine whose
+				// speed drifts during the run.
+				fmt.Printf("ratio %s/%s, %-10s %5.2f   median per round %5.2f   per round %s\n", p[0], p[1], q.what,
+					median(pick(rs, q.rate))/median(pick(refs, q.rate)), median(ratios), strings.Join(per, " "))
 			}
 		}
 	}
@@ -481,6 +488,9 @@ func distinct(owners []string) []string {
 func median(xs []float64) float64 {
 	s := append([]float64(nil), xs...)
 	sort.Float64s(s)
+	if len(s) == 0 {
+		return math.NaN()
+	}
 	if len(s)%2 == 1 {
 		return s[len(s)/2]
 	}
