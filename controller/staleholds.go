@@ -3,11 +3,9 @@ package controller
 import (
 	"context"
 	"strconv"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -47,26 +45,13 @@ func (r *Reconciler) releaseStaleHolds(ctx context.Context, s *scope) {
 // configuredNodeTimeout is cluster-node-timeout as the rendered redis.conf sets it (its
 // last line for the directive wins, as in Redis).
 func configuredNodeTimeout(s *scope) (time.Duration, bool) {
-	for _, obj := range s.rendered {
-		if obj.GetKind() != "ConfigMap" {
-			continue
-		}
-		conf, found, _ := unstructured.NestedString(obj.Object, "data", "redis.conf")
-		if !found {
-			continue
-		}
-		var ms int64 = -1
-		for _, line := range strings.Split(conf, "\n") {
-			f := strings.Fields(line)
-			if len(f) == 2 && strings.EqualFold(f[0], "cluster-node-timeout") {
-				if v, err := strconv.ParseInt(f[1], 10, 64); err == nil {
-					ms = v
-				}
-			}
-		}
-		if ms > 0 {
-			return time.Duration(ms) * time.Millisecond, true
-		}
+	conf, ok := renderedConf(s)
+	if !ok {
+		return 0, false
 	}
-	return 0, false
+	ms, err := strconv.ParseInt(redis.ConfValue(conf, "cluster-node-timeout", ""), 10, 64)
+	if err != nil || ms <= 0 {
+		return 0, false
+	}
+	return time.Duration(ms) * time.Millisecond, true
 }
