@@ -169,6 +169,8 @@ func (d *devcluster) move(ctx context.Context, ns string, router *framework.Rout
 	sort.Strings(parts)
 	fmt.Printf("  CPU over the move: machine %.2fs, redis-servers %.2fs, %s\n", busy.Seconds(), res.cpu.Seconds(), strings.Join(parts, ", "))
 	res.gap, res.acked, res.failed, res.errors = rep.LongestGap, rep.Acked, rep.Failed, rep.Errors
+	fmt.Printf("  longest write gap %v, ended %.2fs after kubectl scale; the writer's slowest read of the slot owners %v\n",
+		rep.LongestGap, rep.GapEnded.Sub(start).Seconds(), rep.SlowestRead.Round(time.Millisecond))
 	after, err := owners(ctx, router)
 	if err != nil {
 		return res, err

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -35,6 +36,9 @@ type Router struct {
 	// flight on them finish.
 	retired []*redis.Client
 	fresh   time.Time // when owner was last read
+	// slowestRead is the longest Refresh that read the owners (the addresses, then CLUSTER
+	// NODES): time a write waited on the router rather than on Redis.
+	slowestRead time.Duration
 }
 
 // NewRouter routes through the nodes whose addresses addrs returns (asked again whenever
@@ -105,6 +109,12 @@ func (r *Router) Refresh(ctx context.Context) error {
 		return nil
 	}
 	r.mu.Unlock()
+	began := time.Now()
+	defer func() {
+		r.mu.Lock()
+		r.slowestRead = max(r.slowestRead, time.Since(began))
+		r.mu.Unlock()
+	}()
 	addrs, err := r.addrs(ctx)
 	if err != nil {
 		return err
@@ -333,6 +343,8 @@ type Writer struct {
 	failed int
 	errs   map[string]int
 	gaps   []time.Duration
+	// gapEnded is when the longest gap of any shard ended.
+	gapEnded time.Time
 	// stageGap is the longest gap of any shard since the last TakeLongestGap.
 	stageGap time.Duration
 	shards   []topology.SlotRanges
@@ -345,7 +357,11 @@ type WriterReport struct {
 	// Gaps has it per shard, in the order of Shards.
 	LongestGap time.Duration
 	Gaps       []time.Duration
-	Shards     []topology.SlotRanges
+	// GapEnded is when LongestGap ended; SlowestRead the longest the router took to read
+	// the slot owners (listing the pods, then CLUSTER NODES), part of any gap it fell in.
+	GapEnded    time.Time
+	SlowestRead time.Duration
+	Shards      []topology.SlotRanges
 	// Errors counts failed writes by the first word of their error (errorKind).
 	Errors map[string]int
 }
@@ -360,6 +376,9 @@ func (r *Router) StartWriter(ctx context.Context, prefix string) (*Writer, error
 	if err := r.Refresh(ctx); err != nil {
 		return nil, err
 	}
+	r.mu.Lock()
+	r.slowestRead = 0 // a writer reports its own
+	r.mu.Unlock()
 	w := &Writer{r: r, prefix: prefix, stop: make(chan struct{}), errs: map[string]int{}}
 	byOwner := map[string]topology.SlotRanges{}
 	var owners []string
@@ -446,6 +465,9 @@ func (w *Writer) noteGap(shard int, d time.Duration) {
 	if d > w.gaps[shard] {
 		w.gaps[shard] = d
 	}
+	if d >= slices.Max(w.gaps) {
+		w.gapEnded = time.Now()
+	}
 	w.stageGap = max(w.stageGap, d)
 }
 
@@ -467,7 +489,10 @@ func (w *Writer) Stop() WriterReport {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	rep := WriterReport{Acked: len(w.acked), Failed: w.failed, Errors: w.errs, Shards: w.shards,
-		Gaps: append([]time.Duration(nil), w.gaps...)}
+		Gaps: append([]time.Duration(nil), w.gaps...), GapEnded: w.gapEnded}
+	w.r.mu.Lock()
+	rep.SlowestRead = w.r.slowestRead
+	w.r.mu.Unlock()
 	for i := range rep.Gaps {
 		rep.Gaps[i] = rep.Gaps[i].Round(time.Millisecond)
 		rep.LongestGap = max(rep.LongestGap, rep.Gaps[i])
