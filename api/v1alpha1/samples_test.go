@@ -120,7 +120,7 @@ func TestDemoSampleIsAccepted(t *testing.T) {
 	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), got); err != nil {
 		t.Fatalf("failed to get the demo cluster: %v", err)
 	}
-	if got.Spec.Masters() != 3 || got.Spec.Image() != "library/redis:7.2" ||
+	if got.Spec.Masters() != 3 || got.Spec.Image() != "library/redis:7.0" ||
 		got.Spec.PodTemplate().Volumes.Type != redisv1alpha1.VolumeTypeHostPath {
 		t.Errorf("demo read back as masters %d, image %s, volumes %+v", got.Spec.Masters(), got.Spec.Image(), got.Spec.PodTemplate().Volumes)
 	}

@@ -14,7 +14,7 @@ TOOLS=$ROOT/hack/devcluster/tools
 KUBE_VERSION=v1.36.3
 KUBE_MAJOR=1
 KUBE_MINOR=36
-BINARIES=(kube-apiserver kube-controller-manager kubectl etcd)
+BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl etcd criclean provisioner)
 
 pin() {
 	# Everything that decides what the binaries are: the module pins, the main packages, the version.
@@ -37,6 +37,6 @@ echo "Building ${BINARIES[*]} ($KUBE_VERSION) into bin/; a cold build takes 6-9 
 start=$(date +%s)
 VPKG=k8s.io/component-base/version
 (cd "$TOOLS" && go build -ldflags "-s -w -X $VPKG.gitVersion=$KUBE_VERSION -X $VPKG.gitMajor=$KUBE_MAJOR -X $VPKG.gitMinor=$KUBE_MINOR" \
-	-o "$BIN/" ./kube-apiserver ./kube-controller-manager ./kubectl ./etcd)
+	-o "$BIN/" $(printf "./%s " "${BINARIES[@]}"))
 echo "$want" >"$STAMP"
 echo "Built in $(($(date +%s) - start))s"

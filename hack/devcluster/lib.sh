@@ -10,6 +10,25 @@ API_PORT=${DEVCLUSTER_API_PORT:-6443}
 NODES=${DEVCLUSTER_NODES:-3}
 KUBECONFIG_FILE=$STATE/kubeconfig
 
+# The pod network lives in 198.18.0.0/15 (a benchmark range no one routes), inside this machine:
+# the control plane's address and the nodes' on the link rcop0, each node's pods on its bridge
+# rcopnN (198.19.N.0/24), Services' cluster IPs in 198.18.128.0/17. Nothing in it is routed out.
+NET_RANGE=198.18.0.0/15
+API_IP=198.18.0.1
+CLUSTER_CIDR=198.19.0.0/16
+SERVICE_CIDR=198.18.128.0/17
+KUBERNETES_SVC_IP=198.18.128.1
+node_name() { echo "devnode-$1"; }
+node_ip() { echo "198.18.0.$((10 + $1))"; }
+node_pod_cidr() { echo "198.19.$1.0/24"; }
+node_bridge() { echo "rcopn$1"; }
+# Node state (kubelet root, containerd root and sockets) lives at short paths of its own, not
+# under the checkout: a unix socket's path has at most 107 bytes. CHECKOUT_ID tells two
+# checkouts' directories apart.
+CHECKOUT_ID=$(echo -n "$ROOT" | sha256sum | cut -c1-8)
+NODE_LIB=/var/lib/rcop-$CHECKOUT_ID
+NODE_RUN=/run/rcop-$CHECKOUT_ID
+
 log() { echo "devcluster: $*" >&2; }
 
 # pid_alive PIDFILE EXPECTED: true when the recorded PID runs a command line containing EXPECTED

@@ -58,8 +58,7 @@ func formWithPassword(ctx context.Context, t *testing.T, ns, password string) {
 }
 
 // leaks lists every place outside Secrets where one of the passwords shows: the command
-// line of every process on the machine (every redis-server the node agent started among
-// them), the environment of this cluster's redis-servers, every object in the namespace
+// line of every process on the machine (every container's redis-server among them), the environment of this cluster's redis-servers, every object in the namespace
 // but Secrets (pods, StatefulSet, ConfigMaps, Services, events, the RedisCluster and its
 // status), the operator's log and the pods' Redis logs.
 func leaks(ctx context.Context, t *testing.T, ns string, passwords ...string) []string {
@@ -90,8 +89,7 @@ func leaks(ctx context.Context, t *testing.T, ns string, passwords ...string) []
 			t.Fatal(err)
 		}
 		servers++
-		// The pod's redis-server runs under the agent's start script (unshare, sh):
-		// check the whole process group's arguments and env.
+		// The redis container's process, as the host sees it: its arguments and env.
 		for _, f := range []string{"cmdline", "environ"} {
 			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, f))
 			if err != nil {
@@ -99,8 +97,7 @@ func leaks(ctx context.Context, t *testing.T, ns string, passwords ...string) []
 			}
 			check(fmt.Sprintf("pod %s process %d %s", p.Name, pid, f), string(b))
 		}
-		b, _ := os.ReadFile(filepath.Join(stack.StateDir, "pods", ns, p.Name, "redis.log"))
-		check("redis.log of "+p.Name, string(b))
+		check("Redis log of "+p.Name, stack.RedisLog(ctx, ns, p.Name))
 	}
 	if servers != 6 {
 		t.Fatalf("found %d redis-servers, want 6", servers)

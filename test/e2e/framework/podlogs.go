@@ -1,58 +1,68 @@
 package framework
 
 import (
-	"bufio"
+	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// The node agent keeps each pod's files (redis.log, nodes.conf, the data) under
-// StateDir/pods/<namespace>/<pod>/ and removes them with the namespace. A test that failed,
-// or wants to say why Redis did something, reads them before that.
+// A test that failed, or wants to say why Redis did something, reads the Redis containers'
+// logs through the API (the kubelet serves them, as for `kubectl logs`) before the namespace goes.
 
-// podDirs are the pods' directories of ns, by pod name.
-func (s *Stack) podDirs(ns string) ([]string, error) {
-	root := filepath.Join(s.StateDir, "pods", ns)
-	entries, err := os.ReadDir(root)
+// RedisLog is the log of a pod's redis container: the current container's, after the previous
+// one's when it restarted.
+func (s *Stack) RedisLog(ctx context.Context, ns, pod string) string {
+	cs, err := s.Clientset()
 	if err != nil {
-		return nil, err
+		return ""
 	}
-	var out []string
-	for _, e := range entries {
-		if e.IsDir() {
-			out = append(out, filepath.Join(root, e.Name()))
+	var out strings.Builder
+	for _, previous := range []bool{true, false} {
+		b, err := cs.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: "redis", Previous: previous}).DoRaw(ctx)
+		if err == nil {
+			out.Write(b)
 		}
 	}
-	sort.Strings(out)
-	return out, nil
+	return out.String()
 }
 
-// PodLogLines are the last `last` lines of each pod's redis.log in ns that contain one of
+func (s *Stack) podNames(ctx context.Context, ns string) ([]string, error) {
+	cs, err := s.Clientset()
+	if err != nil {
+		return nil, err
+	}
+	list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, p := range list.Items {
+		names = append(names, p.Name)
+	}
+	return names, nil
+}
+
+// PodLogLines are the last `last` lines of each pod's Redis log in ns that contain one of
 // words (any line when there are none), each prefixed with its pod's name.
 func (s *Stack) PodLogLines(ns string, last int, words ...string) ([]string, error) {
-	dirs, err := s.podDirs(ns)
+	ctx := context.Background()
+	names, err := s.podNames(ctx, ns)
 	if err != nil {
 		return nil, err
 	}
 	var out []string
-	for _, dir := range dirs {
-		f, err := os.Open(filepath.Join(dir, "redis.log"))
-		if err != nil {
-			continue // a pod being replaced
-		}
+	for _, name := range names {
 		var kept []string
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 64*1024), 1024*1024)
-		for sc.Scan() {
-			if line := sc.Text(); matchesAny(line, words) {
-				kept = append(kept, filepath.Base(dir)+": "+line)
+		for _, line := range strings.Split(s.RedisLog(ctx, ns, name), "\n") {
+			if line != "" && matchesAny(line, words) {
+				kept = append(kept, name+": "+line)
 			}
 		}
-		f.Close()
 		out = append(out, kept[max(0, len(kept)-last):]...)
 	}
 	return out, nil
@@ -70,42 +80,27 @@ func matchesAny(line string, words []string) bool {
 	return false
 }
 
-// KeepPodLogs copies every pod's redis.log and nodes.conf of ns to
-// StateDir/logs/pods-<ns>/<pod>/, where they outlive the namespace, and returns that
-// directory.
+// KeepPodLogs writes every pod's Redis log and nodes.conf (read in the container, as
+// `kubectl exec` does) of ns to StateDir/logs/pods-<ns>/<pod>/, where they outlive the
+// namespace, and returns that directory.
 func (s *Stack) KeepPodLogs(ns string) (string, error) {
-	dirs, err := s.podDirs(ns)
+	ctx := context.Background()
+	names, err := s.podNames(ctx, ns)
 	if err != nil {
 		return "", err
 	}
 	dest := filepath.Join(s.StateDir, "logs", "pods-"+ns)
-	for _, dir := range dirs {
-		to := filepath.Join(dest, filepath.Base(dir))
+	for _, name := range names {
+		to := filepath.Join(dest, name)
 		if err := os.MkdirAll(to, 0o755); err != nil {
 			return "", err
 		}
-		for _, name := range []string{"redis.log", "nodes.conf"} {
-			if err := copyFile(filepath.Join(dir, name), filepath.Join(to, name)); err != nil && !os.IsNotExist(err) {
-				return "", fmt.Errorf("failed to keep %s of %s: %w", name, filepath.Base(dir), err)
-			}
+		if err := os.WriteFile(filepath.Join(to, "redis.log"), []byte(s.RedisLog(ctx, ns, name)), 0o644); err != nil {
+			return "", fmt.Errorf("failed to keep the log of %s: %w", name, err)
+		}
+		if conf, err := s.Kubectl("exec", "-n", ns, name, "-c", "redis", "--", "cat", "/data/nodes.conf"); err == nil {
+			_ = os.WriteFile(filepath.Join(to, "nodes.conf"), []byte(conf), 0o644)
 		}
 	}
 	return dest, nil
-}
-
-func copyFile(from, to string) error {
-	in, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.Create(to)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }

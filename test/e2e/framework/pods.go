@@ -104,25 +104,73 @@ func (s *Stack) DeletePod(ctx context.Context, ns, name string) error {
 	return nil
 }
 
-// PodPID is the PID of a pod's redis-server, from the node agent's pid file.
+// PodPID is the host PID of a pod's redis-server: the process of its redis container, found
+// by the container's ID in the kubelet's cgroups (the container runs in the pod's own PID
+// namespace; this is its PID on the host).
 func (s *Stack) PodPID(ns, name string) (int, error) {
-	b, err := os.ReadFile(filepath.Join(s.StateDir, "pods", ns, name, "redis.pid"))
+	cs, err := s.Clientset()
 	if err != nil {
-		return 0, fmt.Errorf("failed to read pid file of pod %s/%s: %w", ns, name, err)
+		return 0, err
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	pod, err := cs.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
-		return 0, fmt.Errorf("failed to parse pid file of pod %s/%s: %w", ns, name, err)
+		return 0, fmt.Errorf("failed to get pod %s/%s: %w", ns, name, err)
 	}
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil || !strings.Contains(string(cmdline), "redis-server") {
-		return 0, fmt.Errorf("pod %s/%s has no running redis-server (pid %d)", ns, name, pid)
+	var id string
+	for _, c := range pod.Status.ContainerStatuses {
+		if c.Name == "redis" && c.State.Running != nil {
+			_, id, _ = strings.Cut(c.ContainerID, "://")
+		}
 	}
-	return pid, nil
+	if id == "" {
+		return 0, fmt.Errorf("pod %s/%s has no running redis container", ns, name)
+	}
+	pids, err := containerPIDs(id)
+	if err != nil {
+		return 0, fmt.Errorf("pod %s/%s: %w", ns, name, err)
+	}
+	for _, pid := range pids {
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err == nil && strings.Contains(string(cmdline), "redis-server") {
+			return pid, nil
+		}
+	}
+	return 0, fmt.Errorf("pod %s/%s has no running redis-server (container %s, processes %v)", ns, name, id, pids)
 }
 
-// KillPodProcess SIGKILLs a pod's redis-server, as a crash would; the node agent restarts it
-// (restartPolicy Always) on the same address and counts the restart.
+// containerPIDs are the processes in the cgroup named after a container ID, which the kubelet
+// (cgroupfs driver) makes below the pod's cgroup in every hierarchy; pids is one of them.
+func containerPIDs(id string) ([]int, error) {
+	const root = "/sys/fs/cgroup/pids"
+	var dir string
+	_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if d.Name() == id {
+			dir = path
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	if dir == "" {
+		return nil, fmt.Errorf("no cgroup for container %s under %s", id, root)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+// KillPodProcess SIGKILLs a pod's redis-server, as a crash would; the kubelet restarts the
+// container (restartPolicy Always) in the same pod, on the same address, and counts the restart.
 func (s *Stack) KillPodProcess(ns, name string) error {
 	pid, err := s.PodPID(ns, name)
 	if err != nil {
