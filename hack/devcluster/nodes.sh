@@ -248,12 +248,14 @@ node_mount_namespace() {
 # nothing collects them (there is no registry to pull them back from).
 import_images() {
 	local run=$NODE_RUN/$1 f
+	# ctr warns on every call that containerd's cgroup v1 support is deprecated.
+	ctr() { "$BIN/ctr" "$@" 2> >(grep -v 'DEPRECATION: The support for cgroup v1' >&2); }
 	shopt -s nullglob
 	for f in "$BIN"/images/*.tar; do
-		"$BIN/ctr" --address "$run/containerd.sock" -n k8s.io images import "$f" >/dev/null
+		ctr --address "$run/containerd.sock" -n k8s.io images import "$f" >/dev/null
 	done
-	"$BIN/ctr" --address "$run/containerd.sock" -n k8s.io images ls -q | while read -r ref; do
-		"$BIN/ctr" --address "$run/containerd.sock" -n k8s.io images label "$ref" io.cri-containerd.pinned=pinned >/dev/null
+	ctr --address "$run/containerd.sock" -n k8s.io images ls -q | while read -r ref; do
+		ctr --address "$run/containerd.sock" -n k8s.io images label "$ref" io.cri-containerd.pinned=pinned >/dev/null
 	done
 }
 

@@ -41,7 +41,7 @@ if ! pid_alive "$STATE/pids/etcd.pid" "$BIN/etcd"; then
 fi
 
 if ! pid_alive "$STATE/pids/kube-apiserver.pid" "$BIN/kube-apiserver"; then
-	log "starting kube-apiserver on https://127.0.0.1:$API_PORT"
+	log "starting kube-apiserver on https://$API_IP:$API_PORT"
 	start_proc kube-apiserver "$BIN/kube-apiserver" \
 		--etcd-servers "http://127.0.0.1:$ETCD_PORT" \
 		--bind-address "$API_IP" --advertise-address "$API_IP" --secure-port "$API_PORT" \

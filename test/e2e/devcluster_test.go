@@ -4,6 +4,9 @@ package e2e
 
 import (
 	"context"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,23 +16,34 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/hc-middleware/redis-cluster-operator/test/e2e/framework"
 )
 
 const handmadeSelector = "app.kubernetes.io/instance=handmade,app.kubernetes.io/name=redis-cluster"
 
-// TestDevclusterRunsRedisStatefulSet is the devcluster's acceptance test: nodes answer, a
-// hand-written StatefulSet of 3 Redis pods runs 3 real redis-servers, and a deleted pod comes
-// back on a new address with its data.
+// TestDevclusterRunsRedisStatefulSet is the devcluster's acceptance test: three real nodes
+// (kubelet, containerd) answer; a hand-written StatefulSet of 3 Redis pods with an exporter
+// sidecar runs as containers of the images built here, on the pod network; its ClusterIP
+// Service routes; `kubectl logs` and `kubectl exec` work; a deleted pod comes back on a new
+// address with its claim's data; a killed redis-server is restarted in place; and an image
+// change is a real image change.
 func TestDevclusterRunsRedisStatefulSet(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
-	out, err := stack.Kubectl("get", "nodes", "--no-headers")
+	cs, err := stack.Clientset()
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(strings.Count(out, " Ready ")).To(Equal(3), out)
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(nodes.Items).To(HaveLen(3))
+	for _, n := range nodes.Items {
+		g.Expect(framework.NodeReady(&n)).To(BeTrue(), n.Name)
+		g.Expect(n.Status.NodeInfo.ContainerRuntimeVersion).To(HavePrefix("containerd://2."), n.Name)
+		g.Expect(n.Status.NodeInfo.KubeletVersion).To(Equal("v1.36.3"), n.Name)
+	}
 
 	ns := "devcluster-e2e"
 	testNamespace(ctx, t, ns)
@@ -43,36 +57,36 @@ func TestDevclusterRunsRedisStatefulSet(t *testing.T) {
 	for _, p := range pods {
 		g.Expect(seen[p.Status.PodIP]).To(BeFalse(), "address %s handed out twice", p.Status.PodIP)
 		seen[p.Status.PodIP] = true
+		g.Expect(p.Status.PodIP).To(HavePrefix("198.19."), p.Name)
+		g.Expect(p.Status.HostIP).To(HavePrefix("198.18.0."), p.Name)
 		rc := framework.NodeClient(p.Status.PodIP, "")
 		g.Expect(rc.Ping(ctx).Val()).To(Equal("PONG"), "pod %s at %s", p.Name, p.Status.PodIP)
 		// redis.conf came from the pod's ConfigMap volume at /etc/redis.
 		g.Expect(rc.Info(ctx, "cluster").Val()).To(ContainSubstring("cluster_enabled:1"))
 		rc.Close()
-		g.Expect(p.Status.HostIP).To(HavePrefix("127.1.0."))
+		// The exporter sidecar runs and reads its own pod's Redis.
+		g.Eventually(func() string { return scrapeExporter(ctx, p.Status.PodIP) }, 30*time.Second, time.Second).Should(MatchRegexp(`(?m)^redis_up 1$`), p.Name)
 	}
 
-	// The exporter sidecar is reported as not emulated, never as running.
 	p0 := pods[0]
-	var exporter *corev1.ContainerStatus
-	for i := range p0.Status.ContainerStatuses {
-		if p0.Status.ContainerStatuses[i].Name == "exporter" {
-			exporter = &p0.Status.ContainerStatuses[i]
-		}
-	}
-	g.Expect(exporter).NotTo(BeNil())
-	g.Expect(exporter.State.Waiting).NotTo(BeNil())
-	g.Expect(exporter.State.Waiting.Reason).To(Equal("NotEmulated"))
-	g.Eventually(func() []string {
-		evs, _ := stack.Events(ctx, &p0)
-		var reasons []string
-		for _, e := range evs {
-			reasons = append(reasons, e.Reason)
-		}
-		return reasons
-	}, 10*time.Second, 500*time.Millisecond).Should(ContainElement("NotEmulated"))
+	logs, err := stack.Kubectl("logs", "-n", ns, p0.Name, "-c", "redis")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(logs).To(ContainSubstring("Ready to accept connections"))
+	out, err := stack.Kubectl("exec", "-n", ns, p0.Name, "-c", "redis", "--", "redis-cli", "-h", p0.Status.PodIP, "ping")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(strings.TrimSpace(out)).To(Equal("PONG"))
+
+	// The ClusterIP Service routes from this machine (kube-proxy) to one of the pods.
+	svc, err := cs.CoreV1().Services(ns).Get(ctx, "handmade-client", metav1.GetOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func() string {
+		rc := framework.NodeClient(svc.Spec.ClusterIP, "")
+		defer rc.Close()
+		return rc.Ping(ctx).Val()
+	}, 30*time.Second, 500*time.Millisecond).Should(Equal("PONG"), "through the Service's cluster IP %s", svc.Spec.ClusterIP)
 
 	// Pod 0 alone owns every slot, so it serves writes; the key goes to its claim's /data.
-	oldIP, oldUID := p0.Status.PodIP, p0.UID
+	oldIP, oldUID, oldNode := p0.Status.PodIP, p0.UID, p0.Spec.NodeName
 	rc := framework.NodeClient(oldIP, "")
 	g.Expect(rc.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err()).To(Succeed())
 	g.Eventually(func() string { return rc.ClusterInfo(ctx).Val() }, 20*time.Second, 200*time.Millisecond).Should(ContainSubstring("cluster_state:ok"))
@@ -81,18 +95,9 @@ func TestDevclusterRunsRedisStatefulSet(t *testing.T) {
 
 	_, err = stack.Kubectl("delete", "pod", "-n", ns, p0.Name)
 	g.Expect(err).NotTo(HaveOccurred())
-	var back corev1.Pod
-	g.Eventually(func() bool {
-		pods, _ := stack.Pods(ctx, ns, handmadeSelector)
-		for _, p := range pods {
-			if p.Name == p0.Name && p.UID != oldUID && framework.PodReady(&p) {
-				back = p
-				return true
-			}
-		}
-		return false
-	}, 2*time.Minute, 500*time.Millisecond).Should(BeTrue(), "pod %s did not come back ready", p0.Name)
+	back := waitRecreated(ctx, g, ns, p0.Name, oldUID)
 	g.Expect(back.Status.PodIP).NotTo(Equal(oldIP), "a recreated pod must get a new address")
+	g.Expect(back.Spec.NodeName).To(Equal(oldNode), "the claim's volume is on %s", oldNode)
 	rc = framework.NodeClient(back.Status.PodIP, "")
 	defer rc.Close()
 	g.Eventually(func() string { return rc.Get(ctx, "devcluster-key").Val() }, 20*time.Second, 200*time.Millisecond).Should(Equal("kept"))
@@ -102,17 +107,61 @@ func TestDevclusterRunsRedisStatefulSet(t *testing.T) {
 	g.Expect(stack.KillPodProcess(ns, p1.Name)).To(Succeed())
 	g.Eventually(func() int32 {
 		p, err := getPod(ctx, ns, p1.Name)
-		if err != nil || len(p.Status.ContainerStatuses) == 0 || !framework.PodReady(p) {
+		if err != nil || !framework.PodReady(p) {
 			return 0
 		}
-		for _, c := range p.Status.ContainerStatuses {
-			if c.Name == "redis" {
-				return c.RestartCount
-			}
-		}
-		return 0
+		return containerStatus(p, "redis").RestartCount
 	}, time.Minute, 500*time.Millisecond).Should(BeNumerically("==", 1))
 	g.Expect(framework.NodeClient(p1.Status.PodIP, "").Ping(ctx).Val()).To(Equal("PONG"))
+
+	// Another build of the image: the recreated pod runs another image ID.
+	p2 := pods[2]
+	was := containerStatus(&p2, "redis").ImageID
+	_, err = stack.Kubectl("set", "image", "-n", ns, "statefulset/handmade", "redis=library/redis:7.0-b")
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = stack.Kubectl("delete", "pod", "-n", ns, p2.Name)
+	g.Expect(err).NotTo(HaveOccurred())
+	now := waitRecreated(ctx, g, ns, p2.Name, p2.UID)
+	g.Expect(containerStatus(now, "redis").Image).To(Equal("docker.io/library/redis:7.0-b"))
+	g.Expect(containerStatus(now, "redis").ImageID).NotTo(Equal(was))
+}
+
+// waitRecreated waits for pod name to be back, ready, under another UID than old.
+func waitRecreated(ctx context.Context, g Gomega, ns, name string, old types.UID) *corev1.Pod {
+	var back *corev1.Pod
+	g.Eventually(func() bool {
+		p, err := getPod(ctx, ns, name)
+		if err != nil || p.UID == old || !framework.PodReady(p) {
+			return false
+		}
+		back = p
+		return true
+	}, 2*time.Minute, 500*time.Millisecond).Should(BeTrue(), "pod %s did not come back ready", name)
+	return back
+}
+
+func containerStatus(p *corev1.Pod, name string) corev1.ContainerStatus {
+	for _, c := range p.Status.ContainerStatuses {
+		if c.Name == name {
+			return c
+		}
+	}
+	return corev1.ContainerStatus{}
+}
+
+// scrapeExporter is the exporter's /metrics at ip:9121, or "" when it does not answer.
+func scrapeExporter(ctx context.Context, ip string) string {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(ip, "9121")+"/metrics", nil)
+	if err != nil {
+		return ""
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
 
 // TestUnschedulablePodStaysPending: a nodeSelector no node satisfies leaves the pod Pending

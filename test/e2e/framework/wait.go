@@ -121,3 +121,13 @@ func poll(ctx context.Context, timeout time.Duration, cond func() (bool, error))
 		}
 	}
 }
+
+// NodeReady reports whether a node has Ready=True.
+func NodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
