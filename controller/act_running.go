@@ -14,6 +14,10 @@ func (r *Reconciler) actRunning(ctx context.Context, s *scope) (ctrl.Result, err
 	if s.decision.Changed() {
 		return ctrl.Result{Requeue: true}, nil
 	}
+	// A master whose pod is being deleted hands its slots to a replica first (handover.go).
+	if acted, res, err := r.handOver(ctx, s); acted || err != nil {
+		return res, err
+	}
 	if needsHealing(s) {
 		// A pod restarting, back at a new address or empty, a lost node: heal once
 		// every pod answers, and look again soon so the status catches up.

@@ -146,7 +146,7 @@ func (r *Reconciler) upgradeMaster(ctx context.Context, s *scope, m *topology.Me
 			s.reason = why + " before failing it over"
 			return ctrl.Result{RequeueAfter: requeueFailover}, nil
 		}
-		return r.failOver(ctx, s, m, target)
+		return r.failOver(ctx, s, m, target, ReasonUpgrade, "before its restart")
 	}
 	if s.cluster.Spec.ReplicasPerMasterOrDefault() > 0 {
 		s.reason = fmt.Sprintf("Waiting for a replica of %s on the new template to sync before failing it over", m.Pod)
@@ -183,8 +183,9 @@ func upgradeLosesData(s *scope) error {
 }
 
 // failOver sends CLUSTER FAILOVER to the target replica and remembers it, so the next
-// reconciles wait for the roles to swap instead of sending it again.
-func (r *Reconciler) failOver(ctx context.Context, s *scope, m, target *topology.MemberState) (ctrl.Result, error) {
+// reconciles wait for the roles to swap instead of sending it again. The event (reason, and
+// why, ending its message) says what the failover is for.
+func (r *Reconciler) failOver(ctx context.Context, s *scope, m, target *topology.MemberState, reason, why string) (ctrl.Result, error) {
 	f := r.factoryFor(s)
 	log.FromContext(ctx).Info("Failing over master", "Pod", klog.KRef(s.cluster.Namespace, m.Pod), "replica", klog.KRef(s.cluster.Namespace, target.Pod), "command", "CLUSTER FAILOVER")
 	if err := f.For(target.Addr).Failover(ctx); err != nil {
@@ -195,7 +196,7 @@ func (r *Reconciler) failOver(ctx context.Context, s *scope, m, target *topology
 	r.failovers.Store(client.ObjectKeyFromObject(s.cluster), failoverSent{
 		replicaID: target.ID(), replicaPod: target.Pod, masterPod: m.Pod, at: s.now,
 	})
-	r.Recorder.Eventf(s.cluster, corev1.EventTypeNormal, ReasonUpgrade, "Failing over %s to %s before its restart", m.Pod, target.Pod)
+	r.Recorder.Eventf(s.cluster, corev1.EventTypeNormal, reason, "Failing over %s to %s %s", m.Pod, target.Pod, why)
 	s.reason = fmt.Sprintf("Failing over %s to %s", m.Pod, target.Pod)
 	return ctrl.Result{RequeueAfter: requeueFailover}, nil
 }

@@ -243,13 +243,14 @@ func (r *Reconciler) observeRedis(ctx context.Context, s *scope) {
 }
 
 // upgradeMayBeUnderWay says whether INFO replication is worth reading: only Upgrading's
-// guard (UpgradeDone) and its failovers read it, so it is read while the stored phase is
-// Upgrading or the pods are about to be rolled (a new template, outdated pods). This is
+// guard (UpgradeDone) and the failovers (of a roll, or a hand-over from a pod being deleted,
+// handover.go) read it, so it is read while the stored phase is Upgrading, the pods are
+// about to be rolled (a new template, outdated pods) or a pod is terminating. This is
 // observe's one look at the stored phase, a cost choice: an idle Running cluster is
 // spared a command per replica each health check, and the facts the machine evaluates
 // in other phases do not depend on it.
 func upgradeMayBeUnderWay(s *scope) bool {
-	return s.cluster.Status.Phase == fsm.Upgrading || s.templateChanged || podsOutdated(s)
+	return s.cluster.Status.Phase == fsm.Upgrading || s.templateChanged || podsOutdated(s) || len(terminatingPods(s)) > 0
 }
 
 // observeReplication reads INFO replication from every reachable replica, all at once so

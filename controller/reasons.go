@@ -23,6 +23,9 @@ const (
 	ReasonMigrationStuck = "MigrationStuck"
 	// ReasonUpgrade: a step of the rolling upgrade (a failover, a pod restarted on the new template).
 	ReasonUpgrade = "Upgrade"
+	// ReasonHandOver: a master whose pod is being deleted (kubectl delete pod, a drain's
+	// eviction) was failed over to its replica while the pod's preStop hook held it.
+	ReasonHandOver = "HandOver"
 	// ReasonUpgradeStopped: a pod on the new template does not come up; the roll stops.
 	ReasonUpgradeStopped = "UpgradeStopped"
 	// ReasonDeleted: the foreground finalizer was released once every pod was gone.

@@ -148,3 +148,28 @@ func (s *ClusterState) MastersWithoutReplica() []string {
 	}
 	return out
 }
+
+// ReplicasOfMasterAt is the node ID of the master that the members see holding slots at
+// ip:port, and its replicas among the members, in member order; "" when no member sees a
+// master with slots there. A master whose pod is going is no member, but the others still
+// see it: this is what a planned hand-over before it stops asks.
+func (s *ClusterState) ReplicasOfMasterAt(ip string, port int) (string, []*MemberState) {
+	id := ""
+	for i := range s.Members {
+		for _, n := range s.Members[i].Nodes {
+			if n.IP == ip && n.Port == port && n.Master && n.Slots.Count() > 0 {
+				id = n.ID
+			}
+		}
+	}
+	if id == "" {
+		return "", nil
+	}
+	var replicas []*MemberState
+	for _, rm := range s.ReplicasAndMasters() {
+		if rm.Replica.Self().MasterID == id {
+			replicas = append(replicas, rm.Replica)
+		}
+	}
+	return id, replicas
+}

@@ -178,3 +178,29 @@ func TestMastersWithoutReplica(t *testing.T) {
 		t.Errorf("replica demo-4 gone: masters without replica %v, want [demo-1]", got)
 	}
 }
+
+// A master whose pod is going is no member; the others still see it with its slots, and
+// its replica among the members is the one to hand over to.
+func TestReplicasOfMasterAt(t *testing.T) {
+	st := sixNodes()
+	for i := range st.Members {
+		for j := range st.Members[i].Nodes {
+			n := &st.Members[i].Nodes[j]
+			n.IP, n.Port = fmt.Sprintf("10.0.0.%d", j+1), 6379
+			if j == 0 {
+				n.Slots = SlotRanges{{Start: 0, End: 5460}}
+			}
+		}
+	}
+	st.Members = st.Members[1:] // demo-0, master of node 4 (demo-3), is terminating
+	id, replicas := st.ReplicasOfMasterAt("10.0.0.1", 6379)
+	if id != fmt.Sprintf("%040x", 1) || len(replicas) != 1 || replicas[0].Pod != "demo-3" {
+		t.Errorf("ReplicasOfMasterAt(node 1) = %q, %v; want node 1 and demo-3", id, replicas)
+	}
+	// A master without slots (an emptied one) and a replica's address hand nothing over.
+	for _, addr := range []string{"10.0.0.2", "10.0.0.4"} {
+		if id, replicas := st.ReplicasOfMasterAt(addr, 6379); id != "" || replicas != nil {
+			t.Errorf("ReplicasOfMasterAt(%s) = %q, %v; want nothing", addr, id, replicas)
+		}
+	}
+}
