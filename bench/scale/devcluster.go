@@ -236,7 +236,7 @@ func (d *devcluster) waitScaled(ctx context.Context, ns string, start time.Time)
 }
 
 // otherCPU is the CPU time used so far by the operator, this program (the writer), and the
-// devcluster's control plane and node agent (their pid files).
+// devcluster's control plane and nodes (their pid files).
 func (d *devcluster) otherCPU() map[string]time.Duration {
 	out := map[string]time.Duration{}
 	if t, err := procCPU(d.op.PID()); err == nil {
@@ -256,7 +256,7 @@ func (d *devcluster) otherCPU() map[string]time.Duration {
 			continue
 		}
 		if t, err := procCPU(pid); err == nil {
-			out["control plane and node agent"] += t
+			out["control plane and nodes"] += t
 		}
 	}
 	return out
@@ -283,16 +283,12 @@ func (d *devcluster) startCPU(ns string) func() time.Duration {
 	first, last := map[int]time.Duration{}, map[int]time.Duration{}
 	started := false
 	sample := func() {
-		// The node agent's pid files, not the API: the bench should not load the control
-		// plane it measures.
-		dirs, _ := filepath.Glob(filepath.Join(d.s.StateDir, "pods", ns, "*"))
+		// The nodes' cgroups, not the API: the bench should not load the control plane it
+		// measures. The bench's namespace is the only one with Redis pods while it runs.
+		pids := framework.RedisServerPIDs()
 		mu.Lock()
 		defer mu.Unlock()
-		for _, dir := range dirs {
-			pid, err := d.s.PodPID(ns, filepath.Base(dir))
-			if err != nil {
-				continue
-			}
+		for _, pid := range pids {
 			t, err := procCPU(pid)
 			if err != nil {
 				continue

@@ -138,6 +138,32 @@ func (s *Stack) PodPID(ns, name string) (int, error) {
 	return 0, fmt.Errorf("pod %s/%s has no running redis-server (container %s, processes %v)", ns, name, id, pids)
 }
 
+// RedisServerPIDs are the host PIDs of every redis-server in a pod of the devcluster's nodes,
+// read from the kubelets' cgroups without asking the API server.
+func RedisServerPIDs() []int {
+	var out []int
+	matches, _ := filepath.Glob("/sys/fs/cgroup/pids/rcop-*")
+	for _, root := range matches {
+		_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || d.Name() != "cgroup.procs" || !strings.Contains(path, "/kubepods") {
+				return nil
+			}
+			b, _ := os.ReadFile(path)
+			for _, f := range strings.Fields(string(b)) {
+				pid, err := strconv.Atoi(f)
+				if err != nil {
+					continue
+				}
+				if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && strings.HasPrefix(string(cmdline), "redis-server") {
+					out = append(out, pid)
+				}
+			}
+			return nil
+		})
+	}
+	return out
+}
+
 // containerPIDs are the processes in the cgroup named after a container ID, which the kubelet
 // (cgroupfs driver) makes below the pod's cgroup in every hierarchy; pids is one of them.
 func containerPIDs(id string) ([]int, error) {
