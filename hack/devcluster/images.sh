@@ -121,8 +121,8 @@ build_redis() {
 	ln -s usr/lib "$rootfs/lib"
 	ln -s usr/lib64 "$rootfs/lib64"
 	cp -a "$ex"/usr/bin/redis-* "$rootfs/usr/bin/"
-	mkdir -p "$rootfs/usr/share/doc"
-	cp -a "$ex"/usr/share/doc/redis-tools "$rootfs/usr/share/doc/" # the copyright file
+	mkdir -p "$rootfs/usr/sbin" "$rootfs/usr/share/doc/redis-tools"
+	cp "$ex"/usr/share/doc/redis-tools/copyright "$rootfs/usr/share/doc/redis-tools/"
 
 	local libs=() elf
 	for elf in "$rootfs"/usr/bin/redis-*; do

@@ -383,6 +383,11 @@ func run() error {
 		tmp.Close()
 		return err
 	}
+	// CreateTemp makes it 0600; an image archive is no secret.
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
 	if err := tmp.Close(); err != nil {
 		return err
 	}
