@@ -47,6 +47,19 @@ tools: $(CONTROLLER_GEN) $(CUE) $(HELM) devcluster-bins redis-server ## Install 
 devcluster-bins: ## Build kube-apiserver, kube-controller-manager, kubectl and etcd from Go modules
 	hack/devcluster/build.sh
 
+.PHONY: runtime-bins
+runtime-bins: ## Build containerd, its runc v2 shim and ctr from Go modules; install runc and the CNI plugins (Debian)
+	hack/devcluster/install-node-packages.sh
+	hack/devcluster/build-runtime.sh
+
+.PHONY: images
+images: ## Build the nodes' images (Redis, exporter, pause, operator) as OCI archives in bin/images
+	hack/devcluster/images.sh
+
+.PHONY: runtime-smoke
+runtime-smoke: ## Run the images on a throwaway containerd and check Redis answers
+	hack/devcluster/runtime-smoke.sh
+
 .PHONY: redis-server
 redis-server: ## Install redis-server and redis-cli (Debian packages) when missing
 	hack/install-redis.sh
