@@ -41,10 +41,10 @@ $(HELM):
 	ln -sf $(notdir $@) $(BIN)/helm
 
 .PHONY: tools
-tools: $(CONTROLLER_GEN) $(CUE) $(HELM) devcluster-bins redis-server ## Install every pinned tool
+tools: $(CONTROLLER_GEN) $(CUE) $(HELM) devcluster-bins runtime-bins redis-server ## Install every pinned tool
 
 .PHONY: devcluster-bins
-devcluster-bins: ## Build kube-apiserver, kube-controller-manager, kubectl and etcd from Go modules
+devcluster-bins: ## Build kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl and etcd from Go modules
 	hack/devcluster/build.sh
 
 .PHONY: runtime-bins

@@ -29,6 +29,13 @@ KUBEBUILDER_ASSETS=$ROOT/bin go test -race -count=1 ./...
 (cd hack/devcluster/images && go vet ./imagebuild ./pause && go test -race -count=1 ./imagebuild)
 
 step "End-to-end tests on the devcluster"
+# The host as it was, to prove the devcluster's teardown leaves it so (when this run starts the
+# devcluster; a developer's running `make demo` is left alone, and so not compared).
+host_before=
+if [[ ! -f .devcluster/pids/kube-apiserver.pid ]] || ! kill -0 "$(cat .devcluster/pids/kube-apiserver.pid)" 2>/dev/null; then
+	host_before=$(mktemp)
+	hack/devcluster/hostcheck.sh snapshot "$host_before"
+fi
 # The e2e output is long; when a test fails, its own last lines are printed again at the
 # end, so the tail of the log (all a CI summary may keep) says what failed and why.
 e2e_log=$(mktemp)
@@ -47,6 +54,11 @@ if ! go test -tags e2e -count=1 -p 1 -timeout 60m -v ./test/e2e/... 2>&1 | tee "
 	exit 1
 fi
 rm -f "$e2e_log"
+if [[ -n $host_before ]]; then
+	step "The host is as it was before the devcluster"
+	hack/devcluster/hostcheck.sh compare "$host_before"
+	rm -f "$host_before"
+fi
 
 echo
 echo "All tests passed in $(($(date +%s) - start))s"

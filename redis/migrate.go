@@ -534,6 +534,9 @@ func callTimeout(t time.Duration) time.Duration { return 2*t + time.Second }
 // open, and the next step finishes it.
 var ErrBudgetSpent = errors.New("step budget spent before the slot was finished")
 
+// ErrTargetGone: a MIGRATE timed out and its target accepts no connection (its pod is gone).
+var ErrTargetGone = errors.New("migration target gone")
+
 // StuckKeyError is a key that could not move alone within MIGRATE's timeout. It is not
 // tried again before RetryAfter.
 type StuckKeyError struct {
@@ -757,6 +760,8 @@ func (km *keyMover) move(ctx context.Context, keys []string, small bool) (int, e
 		return len(keys), nil
 	case !isMigrateTimeout(err):
 		return 0, err
+	case km.targetGone():
+		return 0, km.goneErr(err)
 	case timeout < km.timeout:
 		// The quick try: the source has served its clients and the bus again; the stream
 		// goes on with the full timeout, this batch first.
@@ -809,6 +814,9 @@ func (km *keyMover) replaceIfSame(ctx context.Context, key string) (int, error) 
 		return 0, &KeyConflictError{Slot: km.slot, Key: key, Source: km.src, Target: km.dst}
 	}
 	err = km.migrate(ctx, []string{key}, true, km.timeout)
+	if isMigrateTimeout(err) && km.targetGone() {
+		return 0, km.goneErr(err)
+	}
 	if isMigrateTimeout(err) {
 		return 0, km.stuckKey(key, err)
 	}
@@ -836,6 +844,28 @@ func (km *keyMover) stuckKey(key string, err error) error {
 		RetryAfter: time.Now().Add(StuckBackoff), Err: err}
 	km.stuck.remember(e)
 	return e
+}
+
+// targetGone reports whether the target accepts no TCP connection within targetProbe. A
+// MIGRATE times out, rather than failing at once, against a target whose pod is gone: on a
+// real network nothing answers for a deleted pod's address, not even a reset, and the
+// source's cached connection to it waits for a reply. That is no stuck key (smaller batches
+// would not help): the step ends with an error, and the next one finds the target gone and
+// closes its markers (FixOpenSlots).
+func (km *keyMover) targetGone() bool {
+	c, err := net.DialTimeout("tcp", km.dst, targetProbe)
+	if err != nil {
+		return true
+	}
+	_ = c.Close()
+	return false
+}
+
+// targetProbe is how long targetGone waits for the target to accept a connection.
+const targetProbe = time.Second
+
+func (km *keyMover) goneErr(err error) error {
+	return fmt.Errorf("slot %d: MIGRATE from %s to %s: %v, and the target accepts no connection: %w", km.slot, km.src, km.dst, err, ErrTargetGone)
 }
 
 // fits refuses a MIGRATE the caller would not wait for to the end.

@@ -4,7 +4,7 @@
 # hack/devcluster/images/imagebuild; `ctr -n k8s.io images import bin/images/X.tar` registers it
 # under its full name.
 #
-#   redis.tar           docker.io/library/redis:7.0            Debian bookworm's redis-server/redis-tools
+#   redis.tar           docker.io/library/redis:7.0            Debian bookworm's redis-server/redis-tools, with dash as /bin/sh and a few coreutils
 #   redis-b.tar         docker.io/library/redis:7.0-b          the same, another label and marker file
 #   redis-exporter.tar  docker.io/oliver006/redis_exporter:V   built from its Go module
 #   pause.tar           registry.k8s.io/pause:3.10             hack/devcluster/images/pause
@@ -50,10 +50,15 @@ common_pin() {
 
 candidate() { apt-cache policy "$1" | awk '/Candidate:/ {print $2}'; }
 
-# The host libraries the host's Redis binaries load (hack/install-redis.sh installs the same
-# packages, so this is the library set the image will get).
+# A shell and the few tools `kubectl exec` users and the tests reach for, as in the official
+# Redis image (Debian-based, where they come with the base system): Debian's dash as /bin/sh and
+# coreutils, copied from the host, which is the same suite.
+REDIS_TOOLS=(/usr/bin/dash /usr/bin/id /usr/bin/cat /usr/bin/ls /usr/bin/touch /usr/bin/rm /usr/bin/mkdir /usr/bin/sleep /usr/bin/env /usr/bin/head /usr/bin/tail)
+
+# The host libraries the host's Redis binaries and REDIS_TOOLS load (hack/install-redis.sh
+# installs the same packages, so this is the library set the image will get).
 redis_libs() {
-	ldd /usr/bin/redis-server /usr/bin/redis-cli | awk '/=> \// {print $3} /^\t\/.*ld-linux/ {print $1}' | sort -u
+	ldd /usr/bin/redis-server /usr/bin/redis-cli "${REDIS_TOOLS[@]}" | awk '/=> \// {print $3} /^\t\/.*ld-linux/ {print $1}' | sort -u
 }
 
 redis_pin() {
@@ -61,7 +66,7 @@ redis_pin() {
 	[[ $(candidate redis-tools) != "(none)" ]] || apt-get update -qq
 	local libs
 	mapfile -t libs < <(redis_libs)
-	echo "$(common_pin) $(candidate redis-server) $(candidate redis-tools) $(hash_files "${libs[@]}")"
+	echo "$(common_pin) $(candidate redis-server) $(candidate redis-tools) $(hash_files "${libs[@]}" "${REDIS_TOOLS[@]}")"
 }
 
 exporter_pin() { echo "$(common_pin) $EXPORTER_VERSION $EXPORTER_COMMIT"; }
@@ -121,11 +126,13 @@ build_redis() {
 	ln -s usr/lib "$rootfs/lib"
 	ln -s usr/lib64 "$rootfs/lib64"
 	cp -a "$ex"/usr/bin/redis-* "$rootfs/usr/bin/"
+	cp "${REDIS_TOOLS[@]}" "$rootfs/usr/bin/"
+	ln -s dash "$rootfs/usr/bin/sh"
 	mkdir -p "$rootfs/usr/sbin" "$rootfs/usr/share/doc/redis-tools"
 	cp "$ex"/usr/share/doc/redis-tools/copyright "$rootfs/usr/share/doc/redis-tools/"
 
 	local libs=() elf
-	for elf in "$rootfs"/usr/bin/redis-*; do
+	for elf in "$rootfs"/usr/bin/*; do
 		[[ -L $elf ]] && continue
 		if ldd "$elf" | grep -q 'not found'; then
 			ldd "$elf" >&2
@@ -145,6 +152,7 @@ build_redis() {
 	if [[ $(id -u) == 0 ]]; then
 		chroot "$rootfs" /usr/bin/redis-server --version >/dev/null
 		chroot "$rootfs" /usr/bin/redis-cli --version >/dev/null
+		[[ $(chroot "$rootfs" /bin/sh -c 'id -un') == root ]]
 	fi
 
 	local variant name file

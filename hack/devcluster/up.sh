@@ -17,9 +17,9 @@ cd "$ROOT"
 [[ $(id -u) == 0 ]] || { log "the devcluster's nodes need root (network, mounts, cgroups)"; exit 1; }
 "$ROOT/hack/devcluster/build.sh"
 if [[ -z ${DEVCLUSTER_NO_NODES:-} ]]; then
-	[[ -x $ROOT/hack/devcluster/install-node-packages.sh ]] && "$ROOT/hack/devcluster/install-node-packages.sh"
-	[[ -x $ROOT/hack/devcluster/build-runtime.sh ]] && "$ROOT/hack/devcluster/build-runtime.sh"
-	[[ -x $ROOT/hack/devcluster/images.sh ]] && "$ROOT/hack/devcluster/images.sh"
+	"$ROOT/hack/devcluster/install-node-packages.sh"
+	"$ROOT/hack/devcluster/build-runtime.sh"
+	"$ROOT/hack/devcluster/images.sh"
 fi
 command -v redis-server >/dev/null || "$ROOT/hack/install-redis.sh"
 
