@@ -30,7 +30,7 @@ import (
 // redis-server processes. envtest runs no kube-controller-manager, so the tests play
 // the StatefulSet controller and the kubelet themselves: they create the pods and set
 // their status to point at the redis-servers. The end-to-end suite (test/e2e) runs the
-// same code with the real controllers and the local node agent.
+// same code with the real controllers and the local nodes.
 
 var (
 	testEnv    *envtest.Environment

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs Debian's redis-server and redis-cli when missing. The node agent runs redis-server
-# itself, one process per pod, so the packaged service must not be left running: policy-rc.d
+# Installs Debian's redis-server and redis-cli when missing: redis-cli for the host (the demo, the
+# benches), and the packages the Redis image is made from (images.sh). The packaged service must
+# not be left running: policy-rc.d
 # forbids the maintainer scripts from starting it (there is no systemd on these machines anyway).
 set -euo pipefail
 

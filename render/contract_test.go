@@ -17,7 +17,7 @@ import (
 )
 
 // TestPodContract checks the points of docs/architecture.md's pod contract that the
-// node agent and the controller rely on, on typed objects decoded from the render.
+// kubelet and the controller rely on, on typed objects decoded from the render.
 func TestPodContract(t *testing.T) {
 	r := newRenderer(t)
 	for _, c := range renderCases(t) {

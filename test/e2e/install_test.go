@@ -20,8 +20,8 @@ import (
 )
 
 // The install paths (the Helm chart, the one-file installer, make deploy/undeploy) against
-// the devcluster's API server. The operator's pod itself never runs here (the node agent
-// runs only redis-server); the binary's own behaviour is the rest of the suite.
+// the devcluster's API server. TestOperatorRunsInCluster (incluster_test.go) runs the
+// operator's pod itself.
 
 const (
 	chartPath = "charts/redis-cluster-operator"

@@ -111,8 +111,8 @@ func TestTLSClusterScalesAndReloadsCertificate(t *testing.T) {
 	start := time.Now()
 	g.Expect(kubeClient(t).Update(ctx, sec)).To(Succeed())
 	secondSerial := servedSerial(t, second)
-	// The operator reads the Secret at least every 30 s; the node agent refreshes the
-	// mounted files every 10 s.
+	// The operator reads the Secret at least every 30 s; the kubelet refreshes the mounted
+	// files at its sync (10 s on the devcluster's nodes).
 	g.Eventually(func() string {
 		return getCluster(ctx, t, ns, name).Status.TLS.Serial
 	}, 2*time.Minute, time.Second).Should(Equal(secondSerial))

@@ -1,5 +1,5 @@
 // Package framework brings up the devcluster (real kube-apiserver, kube-controller-manager,
-// etcd and the node agent running real redis-servers) once per `go test` run, and gives the
+// kube-scheduler, etcd and nodes: kubelets with containerd) once per `go test` run, and gives the
 // end-to-end suites helpers to drive it: apply objects, wait for a RedisCluster phase, run and
 // kill the operator, reach Redis pods by their addresses, kill and delete pods, read events.
 package framework
