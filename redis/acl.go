@@ -54,6 +54,31 @@ func OperatorRules() []string {
 	return rules
 }
 
+// ExporterUser is the ACL user the operator makes for the exporter sidecar (monitorImage)
+// of a cluster with a password, with a password of its own that only the operator and
+// the sidecar know (Secret NAME-auth): the sidecar never holds the cluster's password.
+const ExporterUser = "operator-exporter"
+
+// ExporterCommands are the commands redis_exporter (v1.88) sends for its default metrics
+// (INFO, the cluster, slowlog and latency series) once its CONFIG GET is turned off
+// (REDIS_EXPORTER_CONFIG_COMMAND=-, templates/statefulset.cue): no CONFIG GET, which
+// would give it masterauth (the cluster's password), and no key.
+var ExporterCommands = []string{
+	"ping", "info", "cluster|info", "cluster|nodes",
+	"slowlog|get", "slowlog|len", "latency|latest", "latency|histogram",
+	"client|setname", "select",
+}
+
+// ExporterRules are the ACL rules of ExporterUser, without its password: no key, no
+// channel, only ExporterCommands.
+func ExporterRules() []string {
+	rules := []string{"resetkeys", "resetchannels", "-@all"}
+	for _, c := range ExporterCommands {
+		rules = append(rules, "+"+c)
+	}
+	return rules
+}
+
 // DefaultRules are the default user's rules besides its password: everything, as with
 // requirepass.
 func DefaultRules() []string { return []string{"~*", "&*", "+@all"} }

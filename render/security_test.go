@@ -121,6 +121,31 @@ func TestPodDisruptionBudget(t *testing.T) {
 	}
 }
 
+// TestNetworkPolicyClosesMetricsWithoutClients: with the NetworkPolicy enabled and no
+// metricsClients, no rule admits the exporter's port 9121 (closed, not open to anyone).
+func TestNetworkPolicyClosesMetricsWithoutClients(t *testing.T) {
+	r := newRenderer(t)
+	rcs, err := ReadFile("testdata/cases/netpol.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := rcs[0]
+	rc.Spec.NetworkPolicy.MetricsClients = nil
+	objs, err := r.Render(rc, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var np networkingv1.NetworkPolicy
+	fromUnstructured(t, byKind(objs, "NetworkPolicy"), &np)
+	for _, rule := range np.Spec.Ingress {
+		for _, p := range rule.Ports {
+			if p.Port.IntVal == 9121 {
+				t.Errorf("9121 admitted from %+v with no metricsClients", rule.From)
+			}
+		}
+	}
+}
+
 // TestNetworkPolicy: absent unless enabled; when enabled, the bus port only from the
 // cluster's own pods, the client port from the clients and the operator, the exporter's
 // from the metrics clients.

@@ -21,7 +21,7 @@ type NetworkPolicySpec struct {
 	Clients []networkingv1.NetworkPolicyPeer `json:"clients,omitempty"`
 
 	// metricsClients may connect to the exporter sidecar's port 9121. Default none,
-	// meaning anyone.
+	// meaning no one: with the NetworkPolicy enabled, 9121 is closed unless listed here.
 	// +kubebuilder:validation:MaxItems=100
 	// +optional
 	MetricsClients []networkingv1.NetworkPolicyPeer `json:"metricsClients,omitempty"`

@@ -212,11 +212,12 @@ type SecretKeyReference struct {
 
 // RedisUser is an application ACL user (addition).
 //
-// +kubebuilder:validation:XValidation:rule="self.name != 'default' && self.name != 'operator'",message="spec.users[].name: default and operator are the users the operator manages itself; choose another name",fieldPath=".name",reason="FieldValueForbidden"
+// +kubebuilder:validation:XValidation:rule="self.name != 'default' && self.name != 'operator' && self.name != 'operator-exporter'",message="spec.users[].name: default, operator and operator-exporter are the users the operator manages itself; choose another name",fieldPath=".name",reason="FieldValueForbidden"
 type RedisUser struct {
 	// name is the ACL user name: letters, digits, '_', '-' and '.', starting with a
-	// letter or digit, at most 64 characters; not "default" or "operator" (the
-	// operator manages those). Unique within spec.users. Required.
+	// letter or digit, at most 64 characters; not "default", "operator" or
+	// "operator-exporter" (the operator manages those). Unique within spec.users.
+	// Required.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9_.-]*$`
