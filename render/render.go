@@ -25,6 +25,7 @@ import (
 var (
 	inputPath         = cue.ParsePath("input")
 	userRedisConfPath = cue.ParsePath("context.userRedisConf")
+	operatorNSPath    = cue.ParsePath("context.operatorNamespace")
 	objectsPath       = cue.ParsePath("objects")
 )
 
@@ -38,6 +39,19 @@ type Renderer struct {
 	renewing sync.Mutex
 	// cache holds the objects of recent renders (see cache.go).
 	cache renderCache
+	// operatorNamespace is the namespace of the operator's pods, for the NetworkPolicy
+	// (context.operatorNamespace); "" when unknown.
+	operatorNamespace string
+}
+
+// Option configures a Renderer.
+type Option func(*Renderer)
+
+// OperatorNamespace tells the templates the namespace the operator's pods run in: the
+// NetworkPolicy admits the operator's pods from there only. Without it (or with ""),
+// only from the cluster's own namespace.
+func OperatorNamespace(ns string) Option {
+	return func(r *Renderer) { r.operatorNamespace = ns }
 }
 
 // renewAfter is how many evaluations one compilation serves. A CUE context keeps part of
@@ -58,12 +72,15 @@ type compiled struct {
 }
 
 // New compiles the embedded templates. Call it once at start and share the Renderer.
-func New() (*Renderer, error) {
+func New(opts ...Option) (*Renderer, error) {
 	c, err := compileTemplates()
 	if err != nil {
 		return nil, err
 	}
 	r := &Renderer{}
+	for _, o := range opts {
+		o(r)
+	}
 	r.compiled.Store(c)
 	return r, nil
 }
@@ -167,6 +184,9 @@ func (r *Renderer) renderJSON(data []byte, userRedisConf string) ([]byte, error)
 	v := template.FillPath(inputPath, template.Context().BuildExpr(expr))
 	if userRedisConf != "" {
 		v = v.FillPath(userRedisConfPath, userRedisConf)
+	}
+	if r.operatorNamespace != "" {
+		v = v.FillPath(operatorNSPath, r.operatorNamespace)
 	}
 	objects := v.LookupPath(objectsPath)
 	// input is validated too: some of its constraints (e.g. updateStrategy) feed no
