@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	goredis "github.com/go-redis/redis/v8"
+
+	"github.com/hc-middleware/redis-cluster-operator/redis/conf"
 )
 
 // OperatorUser is the ACL user the operator speaks to Redis as, once a password is set.
@@ -115,7 +117,7 @@ func (u User) SetUserArgs() []string {
 func (u User) ConfLine() string {
 	parts := []string{"user", u.Name}
 	for _, a := range u.SetUserArgs() {
-		parts = append(parts, confQuote(a))
+		parts = append(parts, conf.QuoteAlways(a))
 	}
 	return strings.Join(parts, " ")
 }
@@ -130,28 +132,7 @@ func AuthConf(masterAuth string, users []User) string {
 		b.WriteString(u.ConfLine())
 		b.WriteByte('\n')
 	}
-	b.WriteString("masterauth " + confQuote(masterAuth) + "\n")
-	return b.String()
-}
-
-// confQuote quotes s as a double-quoted string of Redis' config parser (sdssplitargs):
-// backslash, quote and every byte outside printable ASCII escaped.
-func confQuote(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '\\' || c == '"':
-			b.WriteByte('\\')
-			b.WriteByte(c)
-		case c < 0x20 || c >= 0x7f:
-			fmt.Fprintf(&b, "\\x%02x", c)
-		default:
-			b.WriteByte(c)
-		}
-	}
-	b.WriteByte('"')
+	b.WriteString("masterauth " + conf.QuoteAlways(masterAuth) + "\n")
 	return b.String()
 }
 
