@@ -201,7 +201,16 @@ func (r *Reconciler) observeUsers(ctx context.Context, s *scope) error {
 			}
 			continue
 		}
-		s.auth.users = append(s.auth.users, redis.User{Name: u.Name, Hashes: []string{redis.PasswordHash(pw)}, Rules: strings.Fields(u.Rules)})
+		rules, err := redis.ParseRules(u.Rules)
+		if err != nil {
+			// Nothing is applied: the user's rules would give it a password the operator
+			// does not manage (or none), which the CRD's check, word by word, let by.
+			if s.specErr == nil {
+				s.specErr = fmt.Errorf("spec.users[%d].rules: %v; no user was changed", i, err)
+			}
+			continue
+		}
+		s.auth.users = append(s.auth.users, redis.User{Name: u.Name, Hashes: []string{redis.PasswordHash(pw)}, Rules: rules})
 	}
 	if u, ok := exporterUser(s.cluster, s.auth); ok {
 		s.auth.users = append(s.auth.users, u)
