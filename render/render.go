@@ -18,6 +18,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
+	"github.com/hc-middleware/redis-cluster-operator/redis/conf"
 	"github.com/hc-middleware/redis-cluster-operator/templates"
 )
 
@@ -143,6 +144,8 @@ func (r *Renderer) Render(rc *redisv1alpha1.RedisCluster, userRedisConf string) 
 
 // render is Render with the cache optional, so the benchmark can measure evaluation.
 func (r *Renderer) render(rc *redisv1alpha1.RedisCluster, userRedisConf string, useCache bool) ([]*unstructured.Unstructured, error) {
+	// Directive names as Redis reads them, so the templates judge what Redis would run.
+	userRedisConf = conf.Normalize(userRedisConf)
 	in := input{
 		// The templates accept only this group/version/kind; a typed object read from
 		// the API server may carry an empty TypeMeta.

@@ -193,3 +193,36 @@ func ParseLine(line string) (l Line, ok bool, err error) {
 	}
 	return Line{Name: strings.ToLower(args[0]), Args: args[1:]}, true, nil
 }
+
+// UnreadableLine replaces, in Normalize's output, a line Redis could not read (unbalanced
+// quotes); its text is dropped, since it may hold a password.
+const UnreadableLine = "# ignored, unbalanced quotes: Redis cannot read this line"
+
+// Normalize rewrites a redis.conf so that every directive's name is written as the word
+// Redis reads: a line whose name is quoted or escaped ("user", us"er", "\x75ser") is
+// written again as its arguments, the name lower case and bare when it is a plain word,
+// each argument quoted only where needed (Quote); other lines are kept as written. A
+// line Redis could not read becomes UnreadableLine. Whoever then judges lines by their
+// first blank-separated word (templates/configmap.cue) judges the directive Redis runs.
+func Normalize(text string) string {
+	lines := strings.Split(text, "\n")
+	for i, line := range lines {
+		l, ok, err := ParseLine(line)
+		switch {
+		case err != nil:
+			lines[i] = UnreadableLine
+			continue
+		case !ok:
+			continue
+		}
+		if f := strings.Fields(line); len(f) > 0 && strings.ToLower(f[0]) == l.Name {
+			continue // the name is written as Redis reads it
+		}
+		words := []string{Quote(l.Name)}
+		for _, a := range l.Args {
+			words = append(words, Quote(a))
+		}
+		lines[i] = strings.Join(words, " ")
+	}
+	return strings.Join(lines, "\n")
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math/rand"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -96,6 +97,40 @@ func TestParseLine(t *testing.T) {
 		got, ok, err := ParseLine(c.in)
 		if (err != nil) != c.err || ok != c.ok || !reflect.DeepEqual(got, c.want) {
 			t.Errorf("ParseLine(%q) = %+v, %v, %v; want %+v, %v, error %v", c.in, got, ok, err, c.want, c.ok, c.err)
+		}
+	}
+}
+
+// Normalize writes every directive's name as Redis reads it, whatever the quoting, and
+// leaves lines whose name is written plainly as they are.
+func TestNormalize(t *testing.T) {
+	in := "# comment\n\"user\" backdoor on >s3cret +@all ~*\n'tls-auth-clients' no\nus\"er\" a\n\"\\x75ser\" b\n" +
+		"  maxmemory-policy \"allkeys-lru\"\n\"MAXMEMORY\" '2gb'\nuser \"x\nsave \"\"\n\"us er\" c\n"
+	want := "# comment\nuser backdoor on >s3cret +@all ~*\ntls-auth-clients no\nuser a\nuser b\n" +
+		"  maxmemory-policy \"allkeys-lru\"\nmaxmemory 2gb\n" + UnreadableLine + "\nsave \"\"\n\"us er\" c\n"
+	if got := Normalize(in); got != want {
+		t.Errorf("Normalize:\n%s\nwant:\n%s", got, want)
+	}
+	// Fuzz-ish: whatever the line, after Normalize its first blank-separated word, lower
+	// case, is the name Redis reads, or the line is a comment or not a plain word.
+	rng := rand.New(rand.NewSource(2))
+	alphabet := []byte("uSeR \t\"'\\x75#\v\fa-")
+	for i := 0; i < 20000; i++ {
+		b := make([]byte, rng.Intn(14))
+		for k := range b {
+			b[k] = alphabet[rng.Intn(len(alphabet))]
+		}
+		out := Normalize(string(b))
+		l, ok, err := ParseLine(out)
+		if err != nil {
+			t.Fatalf("Normalize(%q) = %q, which Redis cannot read: %v", b, out, err)
+		}
+		f := strings.Fields(out)
+		if !ok {
+			continue
+		}
+		if len(f) == 0 || (strings.ToLower(f[0]) != l.Name && Quote(l.Name) == l.Name) {
+			t.Fatalf("Normalize(%q) = %q: first word %q, Redis reads directive %q", b, out, f, l.Name)
 		}
 	}
 }
