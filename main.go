@@ -50,10 +50,12 @@ type options struct {
 	metricsCertDir                     string
 	leaderElect                        bool
 	leaderElectionID, leaderElectionNS string
-	leaseDuration, renewDeadline       time.Duration
-	retryPeriod, syncPeriod            time.Duration
-	namespaces                         string
-	controller                         controller.Options
+	// operatorNamespace is where the operator's pods run (render.OperatorNamespace).
+	operatorNamespace            string
+	leaseDuration, renewDeadline time.Duration
+	retryPeriod, syncPeriod      time.Duration
+	namespaces                   string
+	controller                   controller.Options
 }
 
 func parseFlags() *options {
@@ -71,6 +73,7 @@ func parseFlags() *options {
 	flag.DurationVar(&o.retryPeriod, "leader-elect-retry-period", 2*time.Second, "How often leader election is retried.")
 	flag.DurationVar(&o.syncPeriod, "sync-period", 10*time.Minute, "How often every RedisCluster is reconciled even without a change.")
 	flag.StringVar(&o.namespaces, "namespaces", "", "Comma-separated namespaces to watch; empty watches all.")
+	flag.StringVar(&o.operatorNamespace, "operator-namespace", operatorNamespace(), "Namespace of the operator's pods, which the RedisClusters' NetworkPolicies admit to Redis (default: env POD_NAMESPACE, set by the Downward API, else the ServiceAccount's namespace file; empty: each cluster's own namespace only).")
 	flag.DurationVar(&o.controller.CreateTimeout, "create-timeout", 10*time.Minute, "How long Creating may last before the cluster is marked Failed.")
 	flag.DurationVar(&o.controller.ScaleTimeout, "scale-timeout", 30*time.Minute, "How long Scaling may last before the cluster is marked Failed.")
 	flag.DurationVar(&o.controller.UpgradeTimeout, "upgrade-timeout", 30*time.Minute, "How long Upgrading may last before the cluster is marked Failed.")
@@ -175,7 +178,7 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("failed to create manager: %w", err)
 	}
-	renderer, err := render.New()
+	renderer, err := render.New(render.OperatorNamespace(o.operatorNamespace))
 	if err != nil {
 		return fmt.Errorf("failed to compile templates: %w", err)
 	}
@@ -190,4 +193,20 @@ func run() error {
 	}
 	ctrl.Log.Info("Starting manager", "namespaces", o.namespaces, "leaderElection", o.leaderElect, "metricsSecure", o.metricsSecure)
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// serviceAccountNamespaceFile holds the namespace of a pod's ServiceAccount.
+const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// operatorNamespace is the default of --operator-namespace: POD_NAMESPACE (the Downward
+// API, config/manager and the Helm chart), else the mounted ServiceAccount's namespace,
+// else "" (outside a cluster, e.g. make run).
+func operatorNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	if b, err := os.ReadFile(serviceAccountNamespaceFile); err == nil {
+		return strings.TrimSpace(string(b))
+	}
+	return ""
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -34,6 +35,9 @@ const (
 	authPasswordKey = "password"
 	// authPreviousKey is the password still accepted while a rotation is under way.
 	authPreviousKey = "previous-password"
+	// authExporterKey is the password of the operator's exporter user
+	// (redis.ExporterUser), made by the operator, which the exporter sidecar reads.
+	authExporterKey = "exporter-password"
 )
 
 // authSecretName is the operator's Secret of a cluster (docs/architecture.md).
@@ -60,8 +64,13 @@ type authState struct {
 	conf string
 	// exists is true when NAME-auth exists.
 	exists bool
-	// users are spec.users with their password hashes, in spec order.
+	// users are spec.users with their password hashes, in spec order, then the
+	// operator's exporter user when the cluster has the exporter sidecar.
 	users []redis.User
+	// exporter is the exporter user's password (NAME-auth), made when NAME-auth lacks it.
+	exporter string
+	// exporterMissing is true when NAME-auth exists without the exporter password.
+	exporterMissing bool
 }
 
 // observeAuth reads spec.passwordSecret, NAME-auth and the Secrets of spec.users. A
@@ -97,6 +106,12 @@ func (r *Reconciler) observeAuth(ctx context.Context, s *scope) error {
 	if missing != "" && s.specErr == nil {
 		s.specErr = fmt.Errorf("%s; %s", missing, keepingPassword(a))
 	}
+	if a.exporter == "" {
+		if a.exporter, err = newExporterPassword(); err != nil {
+			return err
+		}
+		a.exporterMissing = a.exists
+	}
 	s.creds.user, s.creds.password, s.creds.previous = redis.OperatorUser, a.active, a.previous
 	return r.observeUsers(ctx, s)
 }
@@ -130,7 +145,28 @@ func (r *Reconciler) readAuthSecret(ctx context.Context, s *scope) error {
 	a.conf = string(sec.Data[authConfKey])
 	a.active = string(sec.Data[authPasswordKey])
 	a.previous = string(sec.Data[authPreviousKey])
+	a.exporter = string(sec.Data[authExporterKey])
 	return nil
+}
+
+// newExporterPassword makes the exporter user's password: 32 random bytes, hex. It is
+// never rotated (the sidecar reads it from its env when its pod starts) and grants only
+// metrics (redis.ExporterRules).
+func newExporterPassword() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("failed to make the exporter's password: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// exporterUser is the operator's ACL user for the exporter sidecar: only with a sidecar
+// (spec.pod[0].monitorImage) on a cluster with a password.
+func exporterUser(rc *redisv1alpha1.RedisCluster, a *authState) (redis.User, bool) {
+	if a == nil || rc.Spec.PasswordSecret == nil || len(rc.Spec.Pod) == 0 || rc.Spec.Pod[0].MonitorImage == "" {
+		return redis.User{}, false
+	}
+	return redis.User{Name: redis.ExporterUser, Hashes: []string{redis.PasswordHash(a.exporter)}, Rules: redis.ExporterRules()}, true
 }
 
 // readSecretKey reads one key of a Secret; a missing Secret or key is said in missing,
@@ -165,22 +201,47 @@ func (r *Reconciler) observeUsers(ctx context.Context, s *scope) error {
 			}
 			continue
 		}
-		s.auth.users = append(s.auth.users, redis.User{Name: u.Name, Hashes: []string{redis.PasswordHash(pw)}, Rules: strings.Fields(u.Rules)})
+		rules, err := redis.ParseRules(u.Rules)
+		if err != nil {
+			// Nothing is applied: the user's rules would give it a password the operator
+			// does not manage (or none), which the CRD's check, word by word, let by.
+			if s.specErr == nil {
+				s.specErr = fmt.Errorf("spec.users[%d].rules: %v; no user was changed", i, err)
+			}
+			continue
+		}
+		s.auth.users = append(s.auth.users, redis.User{Name: u.Name, Hashes: []string{redis.PasswordHash(pw)}, Rules: rules})
+	}
+	if u, ok := exporterUser(s.cluster, s.auth); ok {
+		s.auth.users = append(s.auth.users, u)
 	}
 	return nil
 }
 
 // ensureAuthSecret writes NAME-auth when it is absent (a new cluster, or deleted by
-// hand): the pods cannot start without it. It holds the active password and no
-// application user; those are applied live and added by reconcileUsers.
+// hand) or lacks the exporter's password (made by an older operator): the pods cannot
+// start without it, and their exporter sidecar reads its password from it. A new one
+// holds the active password and the exporter user, no application user; those are
+// applied live and added by reconcileUsers. One that lacked the exporter's password
+// keeps its users and gains the exporter user, which reconcileUsers sets live.
 func (r *Reconciler) ensureAuthSecret(ctx context.Context, s *scope) error {
 	a := s.auth
-	if a == nil || a.exists || a.active == "" {
+	if a == nil || a.active == "" || (a.exists && !a.exporterMissing) {
 		return nil
 	}
-	if err := r.writeAuthSecret(ctx, s, a.active, "", nil); err != nil {
+	var lines []string
+	if a.exists {
+		live := appUserLines(a.conf)
+		delete(live, redis.ExporterUser)
+		lines = sortedValues(live)
+	}
+	if u, ok := exporterUser(s.cluster, a); ok {
+		lines = append(lines, u.ConfLine())
+	}
+	if err := r.writeAuthSecret(ctx, s, a.active, a.previous, lines); err != nil {
 		return err
 	}
+	a.exporterMissing = false
 	r.Recorder.Eventf(s.cluster, corev1.EventTypeNormal, ReasonApplied, "Applied Secret/%s", authSecretName(s.cluster.Name))
 	return nil
 }
@@ -190,7 +251,7 @@ func (r *Reconciler) ensureAuthSecret(ctx context.Context, s *scope) error {
 func (r *Reconciler) writeAuthSecret(ctx context.Context, s *scope, active, previous string, appLines []string) error {
 	rc := s.cluster
 	hashes := []string{redis.PasswordHash(active)}
-	data := map[string][]byte{authPasswordKey: []byte(active)}
+	data := map[string][]byte{authPasswordKey: []byte(active), authExporterKey: []byte(s.auth.exporter)}
 	if previous != "" {
 		hashes = append([]string{redis.PasswordHash(previous)}, hashes...)
 		data[authPreviousKey] = []byte(previous)

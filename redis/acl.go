@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	goredis "github.com/go-redis/redis/v8"
+
+	"github.com/hc-middleware/redis-cluster-operator/redis/conf"
 )
 
 // OperatorUser is the ACL user the operator speaks to Redis as, once a password is set.
@@ -54,6 +56,31 @@ func OperatorRules() []string {
 	return rules
 }
 
+// ExporterUser is the ACL user the operator makes for the exporter sidecar (monitorImage)
+// of a cluster with a password, with a password of its own that only the operator and
+// the sidecar know (Secret NAME-auth): the sidecar never holds the cluster's password.
+const ExporterUser = "operator-exporter"
+
+// ExporterCommands are the commands redis_exporter (v1.88) sends for its default metrics
+// (INFO, the cluster, slowlog and latency series) once its CONFIG GET is turned off
+// (REDIS_EXPORTER_CONFIG_COMMAND=-, templates/statefulset.cue): no CONFIG GET, which
+// would give it masterauth (the cluster's password), and no key.
+var ExporterCommands = []string{
+	"ping", "info", "cluster|info", "cluster|nodes",
+	"slowlog|get", "slowlog|len", "latency|latest", "latency|histogram",
+	"client|setname", "select",
+}
+
+// ExporterRules are the ACL rules of ExporterUser, without its password: no key, no
+// channel, only ExporterCommands.
+func ExporterRules() []string {
+	rules := []string{"resetkeys", "resetchannels", "-@all"}
+	for _, c := range ExporterCommands {
+		rules = append(rules, "+"+c)
+	}
+	return rules
+}
+
 // DefaultRules are the default user's rules besides its password: everything, as with
 // requirepass.
 func DefaultRules() []string { return []string{"~*", "&*", "+@all"} }
@@ -90,7 +117,7 @@ func (u User) SetUserArgs() []string {
 func (u User) ConfLine() string {
 	parts := []string{"user", u.Name}
 	for _, a := range u.SetUserArgs() {
-		parts = append(parts, confQuote(a))
+		parts = append(parts, conf.QuoteAlways(a))
 	}
 	return strings.Join(parts, " ")
 }
@@ -105,28 +132,7 @@ func AuthConf(masterAuth string, users []User) string {
 		b.WriteString(u.ConfLine())
 		b.WriteByte('\n')
 	}
-	b.WriteString("masterauth " + confQuote(masterAuth) + "\n")
-	return b.String()
-}
-
-// confQuote quotes s as a double-quoted string of Redis' config parser (sdssplitargs):
-// backslash, quote and every byte outside printable ASCII escaped.
-func confQuote(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '\\' || c == '"':
-			b.WriteByte('\\')
-			b.WriteByte(c)
-		case c < 0x20 || c >= 0x7f:
-			fmt.Fprintf(&b, "\\x%02x", c)
-		default:
-			b.WriteByte(c)
-		}
-	}
-	b.WriteByte('"')
+	b.WriteString("masterauth " + conf.QuoteAlways(masterAuth) + "\n")
 	return b.String()
 }
 

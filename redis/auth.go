@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/hc-middleware/redis-cluster-operator/redis/conf"
 )
 
 // Password rotation and application users. Every step is sent to every node and is
@@ -101,6 +103,38 @@ func (e *RulesError) Error() string {
 	return fmt.Sprintf("Redis refuses the rules of user %s: %s", e.User, strings.TrimPrefix(e.Err.Error(), "ERR "))
 }
 func (e *RulesError) Unwrap() error { return e.Err }
+
+// ParseRules splits an application user's rules (spec.users[i].rules) as Redis reads a
+// line of arguments (conf.SplitArgs: quotes, escapes, any blank), the arguments ACL
+// SETUSER then gets one by one, and refuses a rule that sets a password or switches the
+// user on or off, judged as Redis judges rules, case-insensitively: on, off, nopass,
+// resetpass, reset, or one starting with >, <, # or !. The password comes from the user's
+// Secret; such a rule would add one the operator does not manage, or none. The error
+// names the rule by its position and kind, never by its text (it may be a password).
+func ParseRules(rules string) ([]string, error) {
+	args, err := conf.SplitArgs(rules)
+	if err != nil {
+		return nil, fmt.Errorf("Redis cannot read them: %w", err)
+	}
+	for i, a := range args {
+		if why := forbiddenRule(a); why != "" {
+			return nil, fmt.Errorf("rule %d of %d %s; the password comes from passwordSecret and the operator switches the user on", i+1, len(args), why)
+		}
+	}
+	return args, nil
+}
+
+// forbiddenRule says why an ACL rule may not be in spec.users, "" when it may.
+func forbiddenRule(rule string) string {
+	if rule != "" && strings.ContainsRune("><#!", rune(rule[0])) {
+		return fmt.Sprintf("is a password rule (%q…)", rule[:1])
+	}
+	switch strings.ToLower(rule) {
+	case "on", "off", "nopass", "resetpass", "reset":
+		return fmt.Sprintf("is %q", strings.ToLower(rule))
+	}
+	return ""
+}
 
 // validationUser is the throwaway user rules are tried on, so a refused rule touches no
 // real user.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/hc-middleware/redis-cluster-operator/redis/conf"
 )
 
 // Live configuration: the redis.conf directives the operator applies to running nodes with
@@ -68,51 +70,57 @@ func liveDefault(name string) (string, bool) {
 }
 
 // ConfDirectives reads a redis.conf into its directives (lower case) and, for each, the
-// arguments of every line that sets it, in order. Comments and blank lines are skipped.
-func ConfDirectives(conf string) map[string][]string {
+// arguments of every line that sets it, in order, each line's arguments as one string in
+// a canonical quoting (conf.Quote), so lines Redis reads alike compare equal. Lines are
+// split as Redis splits them (conf.ParseLine); comments, blank lines and lines Redis could
+// not read (unbalanced quotes) are skipped.
+func ConfDirectives(text string) map[string][]string {
 	out := map[string][]string{}
-	for _, line := range strings.Split(conf, "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
+	for name, lines := range confArgs(text) {
+		for _, args := range lines {
+			q := make([]string, len(args))
+			for i, a := range args {
+				q[i] = conf.Quote(a)
+			}
+			out[name] = append(out[name], strings.Join(q, " "))
+		}
+	}
+	return out
+}
+
+// confArgs reads a redis.conf into its directives and, for each, the arguments of every
+// line that sets it, unquoted.
+func confArgs(text string) map[string][][]string {
+	out := map[string][][]string{}
+	for _, line := range strings.Split(text, "\n") {
+		l, ok, err := conf.ParseLine(line)
+		if !ok || err != nil {
 			continue
 		}
-		name, args := line, ""
-		if i := strings.IndexAny(line, " \t"); i >= 0 {
-			name, args = line[:i], line[i+1:]
-		}
-		name = strings.ToLower(name)
-		out[name] = append(out[name], strings.TrimSpace(args))
+		out[l.Name] = append(out[l.Name], l.Args)
 	}
 	return out
 }
 
 // LiveSettings are the live directives a redis.conf sets, with the value Redis keeps (the
 // last line's), unquoted.
-func LiveSettings(conf string) map[string]string {
+func LiveSettings(text string) map[string]string {
 	out := map[string]string{}
-	for name, lines := range ConfDirectives(conf) {
+	for name, lines := range confArgs(text) {
 		if IsLiveDirective(name) {
-			out[name] = unquote(lines[len(lines)-1])
+			out[name] = strings.Join(lines[len(lines)-1], " ")
 		}
 	}
 	return out
 }
 
-// ConfValue is the value redis.conf gives name (the last line's, unquoted), or def when no
-// line sets it.
-func ConfValue(conf, name, def string) string {
-	if lines := ConfDirectives(conf)[strings.ToLower(name)]; len(lines) > 0 {
-		return unquote(lines[len(lines)-1])
+// ConfValue is the value redis.conf gives name (the last line's arguments, unquoted, joined
+// by a space), or def when no line sets it.
+func ConfValue(text, name, def string) string {
+	if lines := confArgs(text)[strings.ToLower(name)]; len(lines) > 0 {
+		return strings.Join(lines[len(lines)-1], " ")
 	}
 	return def
-}
-
-// unquote takes the quotes off a value written "…" or '…' in redis.conf.
-func unquote(v string) string {
-	if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
-		return v[1 : len(v)-1]
-	}
-	return v
 }
 
 // ConfChange names the directives that differ between two redis.conf texts, split into

@@ -133,6 +133,15 @@ func TestLiveSettingsAndDiff(t *testing.T) {
 			t.Errorf("ConfValue(%q) = %q, want %q", name, got, want)
 		}
 	}
+	// Read as Redis reads it: a quoted or escaped name, a tab, quoted values.
+	for name, want := range map[string]string{"maxmemory": "4gb", "hz": "15", "cluster-node-timeout": "a b"} {
+		if got := ConfValue("\"MaxMemory\"\t'4gb'\n\"\\x68z\" 15\ncluster-node-timeout \"a b\"\n", name, "none"); got != want {
+			t.Errorf("ConfValue(%q) of quoted lines = %q, want %q", name, got, want)
+		}
+	}
+	if d := DiffConf("maxmemory 1gb\n", "\"maxmemory\" '1gb'\n"); len(d.Live)+len(d.Restart) != 0 {
+		t.Errorf("DiffConf of the same setting quoted: %+v, want no change", d)
+	}
 	next := "port 6379\nmaxmemory 3gb\nappendonly no\nsave 900 1\nsave 300 10\nhz 20\n"
 	got := DiffConf(conf, next)
 	if want := (ConfChange{Live: []string{"hz", "maxmemory", "notify-keyspace-events"}, Restart: []string{"appendonly"}}); !reflect.DeepEqual(got, want) {

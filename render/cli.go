@@ -15,12 +15,13 @@ import (
 // RunCLI is the `render` subcommand: it prints what the operator would apply for the
 // RedisClusters of a file, as YAML documents separated by `---`, in apply order.
 //
-//	render -f FILE [--redis-conf FILE]
+//	render -f FILE [--redis-conf FILE] [--operator-namespace NS]
 func RunCLI(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("render", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	file := fs.String("f", "", "YAML file with one or more RedisClusters (- for stdin)")
 	confFile := fs.String("redis-conf", "", "redis.conf of the user ConfigMap named by spec.pod[0].configmap (the operator reads it from the cluster; default none)")
+	operatorNS := fs.String("operator-namespace", "", "namespace of the operator's pods, which the NetworkPolicy admits (the operator's --operator-namespace; default none: the cluster's own namespace)")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("failed to parse render flags: %w (usage: render -f FILE [--redis-conf FILE])", err)
 	}
@@ -36,6 +37,9 @@ func RunCLI(args []string, stdout io.Writer) error {
 		conf = string(data)
 	}
 	r, err := defaultRenderer()
+	if *operatorNS != "" {
+		r, err = New(OperatorNamespace(*operatorNS))
+	}
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package render
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -10,16 +11,18 @@ import (
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 )
 
-// The exporter sidecar's credentials and port (docs/metrics.md): the spec.users entry
-// named exporter when there is one, else the cluster's password, else none; and a
-// metrics port on the headless Service whenever the sidecar is rendered.
+// The exporter sidecar's credentials and port (docs/metrics.md): with a password, the
+// operator's own exporter user and its password from NAME-auth, never the cluster's
+// password nor a spec.users entry's, even one named exporter; no credentials without a
+// password; its /scrape endpoint and CONFIG GET off; and a metrics port on the headless
+// Service whenever the sidecar is rendered.
 func TestExporterCredentialsAndPort(t *testing.T) {
 	r, err := New()
 	if err != nil {
 		t.Fatal(err)
 	}
 	pw := &redisv1alpha1.SecretKeyReference{Name: "redis-pw", Key: "password"}
-	exporterUser := redisv1alpha1.RedisUser{Name: "exporter", PasswordSecret: redisv1alpha1.SecretKeyReference{Name: "exp-pw", Key: "pw"}, Rules: "-@all +info"}
+	exporterUser := redisv1alpha1.RedisUser{Name: "exporter", PasswordSecret: redisv1alpha1.SecretKeyReference{Name: "exp-pw", Key: "pw"}, Rules: "-@all +info +config|get"}
 	appUser := redisv1alpha1.RedisUser{Name: "app", PasswordSecret: redisv1alpha1.SecretKeyReference{Name: "app-pw", Key: "password"}, Rules: "+@all ~*"}
 	cases := []struct {
 		name      string
@@ -32,8 +35,8 @@ func TestExporterCredentialsAndPort(t *testing.T) {
 	}{
 		{"no sidecar", false, pw, nil, "", "", false},
 		{"no password", true, nil, nil, "", "", true},
-		{"the cluster's password", true, pw, []redisv1alpha1.RedisUser{appUser}, "", "redis-pw/password", true},
-		{"its own user", true, pw, []redisv1alpha1.RedisUser{appUser, exporterUser}, "exporter", "exp-pw/pw", true},
+		{"the operator's exporter user", true, pw, []redisv1alpha1.RedisUser{appUser}, "operator-exporter", "NAME-auth/exporter-password", true},
+		{"a spec.users entry named exporter is not used", true, pw, []redisv1alpha1.RedisUser{appUser, exporterUser}, "operator-exporter", "NAME-auth/exporter-password", true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -85,13 +88,23 @@ func TestExporterCredentialsAndPort(t *testing.T) {
 				return
 			}
 			user, secret := "", ""
+			env := map[string]string{}
 			for _, e := range exporter.Env {
+				env[e.Name] = e.Value
+				if ref := e.ValueFrom; ref != nil && ref.SecretKeyRef != nil {
+					if ref.SecretKeyRef.Name != rc.Name+"-auth" {
+						t.Errorf("exporter env %s from Secret %s, want only NAME-auth", e.Name, ref.SecretKeyRef.Name)
+					}
+				}
 				switch e.Name {
 				case "REDIS_USER":
 					user = e.Value
 				case "REDIS_PASSWORD":
-					secret = e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
+					secret = strings.Replace(e.ValueFrom.SecretKeyRef.Name, rc.Name, "NAME", 1) + "/" + e.ValueFrom.SecretKeyRef.Key
 				}
+			}
+			if env["REDIS_EXPORTER_DISABLE_SCRAPE_ENDPOINT"] != "true" || env["REDIS_EXPORTER_CONFIG_COMMAND"] != "-" {
+				t.Errorf("exporter env %v: want /scrape and CONFIG GET off", env)
 			}
 			if user != c.user || secret != c.secret {
 				t.Errorf("exporter REDIS_USER %q, REDIS_PASSWORD from %q; want %q, %q", user, secret, c.user, c.secret)

@@ -17,7 +17,7 @@ import (
 
 // defaultRenderer is compiled on first use by the CLI, which has no place to keep a
 // Renderer.
-var defaultRenderer = sync.OnceValues(New)
+var defaultRenderer = sync.OnceValues(func() (*Renderer, error) { return New() })
 
 // RenderFile renders every RedisCluster in a YAML file (one or more documents; "-" is
 // stdin) with the text of a user redis.conf (what the operator would read from

@@ -18,6 +18,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
+	"github.com/hc-middleware/redis-cluster-operator/redis/conf"
 	"github.com/hc-middleware/redis-cluster-operator/templates"
 )
 
@@ -25,6 +26,7 @@ import (
 var (
 	inputPath         = cue.ParsePath("input")
 	userRedisConfPath = cue.ParsePath("context.userRedisConf")
+	operatorNSPath    = cue.ParsePath("context.operatorNamespace")
 	objectsPath       = cue.ParsePath("objects")
 )
 
@@ -38,6 +40,19 @@ type Renderer struct {
 	renewing sync.Mutex
 	// cache holds the objects of recent renders (see cache.go).
 	cache renderCache
+	// operatorNamespace is the namespace of the operator's pods, for the NetworkPolicy
+	// (context.operatorNamespace); "" when unknown.
+	operatorNamespace string
+}
+
+// Option configures a Renderer.
+type Option func(*Renderer)
+
+// OperatorNamespace tells the templates the namespace the operator's pods run in: the
+// NetworkPolicy admits the operator's pods from there only. Without it (or with ""),
+// only from the cluster's own namespace.
+func OperatorNamespace(ns string) Option {
+	return func(r *Renderer) { r.operatorNamespace = ns }
 }
 
 // renewAfter is how many evaluations one compilation serves. A CUE context keeps part of
@@ -58,12 +73,15 @@ type compiled struct {
 }
 
 // New compiles the embedded templates. Call it once at start and share the Renderer.
-func New() (*Renderer, error) {
+func New(opts ...Option) (*Renderer, error) {
 	c, err := compileTemplates()
 	if err != nil {
 		return nil, err
 	}
 	r := &Renderer{}
+	for _, o := range opts {
+		o(r)
+	}
 	r.compiled.Store(c)
 	return r, nil
 }
@@ -126,6 +144,8 @@ func (r *Renderer) Render(rc *redisv1alpha1.RedisCluster, userRedisConf string) 
 
 // render is Render with the cache optional, so the benchmark can measure evaluation.
 func (r *Renderer) render(rc *redisv1alpha1.RedisCluster, userRedisConf string, useCache bool) ([]*unstructured.Unstructured, error) {
+	// Directive names as Redis reads them, so the templates judge what Redis would run.
+	userRedisConf = conf.Normalize(userRedisConf)
 	in := input{
 		// The templates accept only this group/version/kind; a typed object read from
 		// the API server may carry an empty TypeMeta.
@@ -167,6 +187,9 @@ func (r *Renderer) renderJSON(data []byte, userRedisConf string) ([]byte, error)
 	v := template.FillPath(inputPath, template.Context().BuildExpr(expr))
 	if userRedisConf != "" {
 		v = v.FillPath(userRedisConfPath, userRedisConf)
+	}
+	if r.operatorNamespace != "" {
+		v = v.FillPath(operatorNSPath, r.operatorNamespace)
 	}
 	objects := v.LookupPath(objectsPath)
 	// input is validated too: some of its constraints (e.g. updateStrategy) feed no

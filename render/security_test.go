@@ -9,7 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -121,6 +123,98 @@ func TestPodDisruptionBudget(t *testing.T) {
 	}
 }
 
+// TestNetworkPolicyClosesMetricsWithoutClients: with the NetworkPolicy enabled and no
+// metricsClients, no rule admits the exporter's port 9121 (closed, not open to anyone).
+func TestNetworkPolicyClosesMetricsWithoutClients(t *testing.T) {
+	r := newRenderer(t)
+	rcs, err := ReadFile("testdata/cases/netpol.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := rcs[0]
+	rc.Spec.NetworkPolicy.MetricsClients = nil
+	objs, err := r.Render(rc, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var np networkingv1.NetworkPolicy
+	fromUnstructured(t, byKind(objs, "NetworkPolicy"), &np)
+	for _, rule := range np.Spec.Ingress {
+		for _, p := range rule.Ports {
+			if p.Port.IntVal == 9121 {
+				t.Errorf("9121 admitted from %+v with no metricsClients", rule.From)
+			}
+		}
+	}
+}
+
+// TestNetworkPolicyAdmitsTheOperatorFromItsNamespaceOnly: a pod labelled like the
+// operator's in a tenant's namespace (any label can be set by whoever creates a pod) is
+// not admitted to 6379; the operator's pods in the operator's namespace, which the API
+// server names by kubernetes.io/metadata.name, are. Without a namespace given, only the
+// cluster's own namespace.
+func TestNetworkPolicyAdmitsTheOperatorFromItsNamespaceOnly(t *testing.T) {
+	operatorPod := map[string]string{"app.kubernetes.io/name": "redis-cluster-operator"}
+	for _, c := range []struct {
+		operatorNS string
+		admitted   map[string]bool // pod namespace -> admitted to 6379
+	}{
+		{"redis-operator-system", map[string]bool{"redis-operator-system": true, "tenant": false, "shop": false}},
+		{"", map[string]bool{"redis-operator-system": false, "tenant": false, "shop": true}},
+	} {
+		r, err := New(OperatorNamespace(c.operatorNS))
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := r.RenderFile("testdata/cases/netpol.yaml", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var np networkingv1.NetworkPolicy
+		fromUnstructured(t, byKind(objs, "NetworkPolicy"), &np)
+		for ns, want := range c.admitted {
+			if got := admits(t, np, ns, operatorPod, 6379); got != want {
+				t.Errorf("operator namespace %q: a pod labelled as the operator's in namespace %s admitted to 6379: %v, want %v", c.operatorNS, ns, got, want)
+			}
+		}
+	}
+}
+
+// admits evaluates a NetworkPolicy's ingress for a pod with labels podLabels in namespace
+// ns (whose only label is the one the API server sets, kubernetes.io/metadata.name).
+func admits(t *testing.T, np networkingv1.NetworkPolicy, ns string, podLabels map[string]string, port int32) bool {
+	t.Helper()
+	matches := func(sel *metav1.LabelSelector, l map[string]string) bool {
+		s, err := metav1.LabelSelectorAsSelector(sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Matches(labels.Set(l))
+	}
+	for _, rule := range np.Spec.Ingress {
+		if !slices.ContainsFunc(rule.Ports, func(p networkingv1.NetworkPolicyPort) bool { return p.Port.IntVal == port }) {
+			continue
+		}
+		if len(rule.From) == 0 {
+			return true
+		}
+		for _, peer := range rule.From {
+			if peer.IPBlock != nil {
+				continue
+			}
+			nsOK := ns == np.Namespace
+			if peer.NamespaceSelector != nil {
+				nsOK = matches(peer.NamespaceSelector, map[string]string{"kubernetes.io/metadata.name": ns})
+			}
+			podOK := peer.PodSelector == nil || matches(peer.PodSelector, podLabels)
+			if nsOK && podOK {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // TestNetworkPolicy: absent unless enabled; when enabled, the bus port only from the
 // cluster's own pods, the client port from the clients and the operator, the exporter's
 // from the metrics clients.
@@ -169,9 +263,10 @@ func TestNetworkPolicy(t *testing.T) {
 	if len(clientPeers) != 5 {
 		t.Errorf("client port 6379 reachable from %d peers, want 5 (own pods, 3 clients, the operator): %+v", len(clientPeers), clientPeers)
 	}
+	// The operator's namespace unknown (this renderer has none): its own namespace only.
 	operator := false
 	for _, p := range clientPeers {
-		operator = operator || (p.PodSelector != nil && p.PodSelector.MatchLabels["app.kubernetes.io/name"] == "redis-cluster-operator" && p.NamespaceSelector != nil)
+		operator = operator || (p.PodSelector != nil && p.PodSelector.MatchLabels["app.kubernetes.io/name"] == "redis-cluster-operator" && p.NamespaceSelector == nil)
 	}
 	if !operator {
 		t.Error("the operator's pods cannot reach 6379")

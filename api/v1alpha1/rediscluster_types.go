@@ -212,11 +212,12 @@ type SecretKeyReference struct {
 
 // RedisUser is an application ACL user (addition).
 //
-// +kubebuilder:validation:XValidation:rule="self.name != 'default' && self.name != 'operator'",message="spec.users[].name: default and operator are the users the operator manages itself; choose another name",fieldPath=".name",reason="FieldValueForbidden"
+// +kubebuilder:validation:XValidation:rule="self.name != 'default' && self.name != 'operator' && self.name != 'operator-exporter'",message="spec.users[].name: default, operator and operator-exporter are the users the operator manages itself; choose another name",fieldPath=".name",reason="FieldValueForbidden"
 type RedisUser struct {
 	// name is the ACL user name: letters, digits, '_', '-' and '.', starting with a
-	// letter or digit, at most 64 characters; not "default" or "operator" (the
-	// operator manages those). Unique within spec.users. Required.
+	// letter or digit, at most 64 characters; not "default", "operator" or
+	// "operator-exporter" (the operator manages those). Unique within spec.users.
+	// Required.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9_.-]*$`
@@ -229,15 +230,17 @@ type RedisUser struct {
 	// +required
 	PasswordSecret SecretKeyReference `json:"passwordSecret"`
 
-	// rules are the user's ACL rules as ACL SETUSER takes them, space-separated, e.g.
+	// rules are the user's ACL rules as ACL SETUSER takes them, separated by blanks and
+	// read as Redis reads a line of redis.conf (quotes and escapes allowed), e.g.
 	// "+@read ~app:*" or "+@all -@dangerous ~cache:* &notifications". The user starts
 	// from nothing (reset) and gets these rules, its password and "on". Rules that set
-	// passwords (>, <, #, !, nopass, resetpass) or switch the user on or off are
-	// refused: the password comes from passwordSecret. One line. Required.
+	// passwords (>, <, #, !, nopass, resetpass) or switch the user on or off, in any
+	// case, are refused (by the API server where it can tell, else by the operator):
+	// the password comes from passwordSecret. One line. Required.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
 	// +kubebuilder:validation:Pattern=`^[^\r\n]*$`
-	// +kubebuilder:validation:XValidation:rule="!self.matches('(^| )([><#!][^ ]*|nopass|resetpass|on|off|reset)( |$)')",message="spec.users[].rules: no password or on/off rules (>, <, #, !, nopass, resetpass, on, off, reset): the password comes from passwordSecret"
+	// +kubebuilder:validation:XValidation:rule=`!self.lowerAscii().matches('(^|[\\t\\x0b\\f ])[\\x22\\x27]*([><#!]|(nopass|resetpass|on|off|reset)[\\x22\\x27]*([\\t\\x0b\\f ]|$))')`,message="spec.users[].rules: no password or on/off rules (>, <, #, !, nopass, resetpass, on, off, reset, in any case, quoted or not): the password comes from passwordSecret"
 	// +required
 	Rules string `json:"rules"`
 }
