@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `make demo`: from a fresh clone, builds what is missing, starts the devcluster and the node
-# agent, installs the CRD, runs the operator, applies the sample RedisCluster, waits for it to
+# `make demo`: from a fresh clone, builds what is missing, starts the devcluster (control plane
+# and real nodes), installs the CRD, runs the operator, applies the sample RedisCluster, waits for it to
 # be Running and prints how to reach it. Ctrl-C (or `make demo-down`) stops everything it
 # started, by PID.
 #   DEMO_TIMEOUT=600   seconds to wait for phase Running
@@ -21,8 +21,6 @@ stop_all() {
 }
 trap stop_all INT TERM
 
-hack/devcluster/build.sh
-hack/install-redis.sh
 hack/devcluster/up.sh
 
 if compgen -G "config/crd/bases/*.yaml" >/dev/null; then
@@ -75,8 +73,14 @@ echo "  kubectl get nodes,pods -A"
 if [[ -n $name ]]; then
 	kubectl_dc get rec -n "$ns" || true
 	ip=$(kubectl_dc get pods -n "$ns" -l "app.kubernetes.io/instance=$name" -o jsonpath='{.items[0].status.podIP}' 2>/dev/null || true)
+	pod=$(kubectl_dc get pods -n "$ns" -l "app.kubernetes.io/instance=$name" -o jsonpath='{.items[0].metadata.name}' 2>/dev/null || true)
 	echo "  kubectl get rec -n $ns"
-	[[ -n $ip ]] && echo "  redis-cli -c -h $ip -p 6379"
+	echo "  kubectl get pods -n $ns -o wide"
+	if [[ -n $ip ]]; then
+		echo "  kubectl logs -n $ns $pod -c redis"
+		echo "  kubectl exec -n $ns $pod -c redis -- redis-cli -h $ip cluster info"
+		echo "  redis-cli -c -h $ip -p 6379          # from this machine, which routes to the pods"
+	fi
 fi
 echo "  curl -s http://127.0.0.1:18080/metrics | grep ^redis_operator_   # the operator's metrics (docs/metrics.md)"
 echo "Stop it with Ctrl-C here, or: make demo-down"

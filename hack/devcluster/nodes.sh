@@ -348,3 +348,39 @@ remove_cgroups() {
 	done
 	return 0
 }
+
+# node_stop N [kill]: the node's kubelet and containerd stop, as when the node's agents die: the
+# node goes NotReady and its containers keep running. With kill, its containers and their
+# shims are killed too (SIGKILL, by PID from the node's cgroups), as when the machine loses power.
+node_stop() {
+	local name
+	name=$(node_name "$1")
+	stop_pid "$STATE/pids/kubelet-$name.pid" kubelet.yaml
+	stop_pid "$STATE/pids/containerd-$name.pid" containerd.toml
+	[[ ${2:-} == kill ]] || return 0
+	local h pids
+	pids=$(for h in $(cgroup_hierarchies); do
+		[[ -d $h/$CGROUP_PARENT/$name ]] && find "$h/$CGROUP_PARENT/$name" -name cgroup.procs -exec cat {} + 2>/dev/null
+	done | sort -u)
+	[[ -z $pids ]] || kill -KILL $pids 2>/dev/null || true
+}
+
+# node_partition N on|off: node N's pods cut off from every other node's pods (their packets
+# dropped where the host forwards them), or joined again. This machine still reaches them.
+node_partition() {
+	local bridge
+	bridge=$(node_bridge "$1")
+	nft list chain ip rcop partition >/dev/null 2>&1 || nft -f - <<NFT
+table ip rcop {
+	chain partition {
+		type filter hook forward priority filter - 1; policy accept;
+	}
+}
+NFT
+	if [[ $2 == on ]]; then
+		nft add rule ip rcop partition iifname "$bridge" oifname "rcopn*" oifname != "$bridge" drop
+		nft add rule ip rcop partition oifname "$bridge" iifname "rcopn*" iifname != "$bridge" drop
+	else
+		nft flush chain ip rcop partition
+	fi
+}

@@ -76,7 +76,7 @@ for tar in "$IMAGES"/*.tar; do
 done
 ctr images ls | awk 'NR == 1 || /^(docker.io|registry.k8s.io)/ {print $1, $2, $3, $4}' | column -t
 for name in docker.io/library/redis:7.0 docker.io/library/redis:7.0-b registry.k8s.io/pause:3.10 \
-	docker.io/oliver006/redis_exporter:v1.62.0 docker.io/library/redis-cluster-operator:dev; do
+	docker.io/oliver006/redis_exporter:v1.88.0 docker.io/library/redis-cluster-operator:dev; do
 	ctr images check "name==$name" | grep -q complete || fail "image $name is not complete after import"
 done
 a=$(ctr images ls "name==docker.io/library/redis:7.0" | awk 'NR == 2 {print $3}')
@@ -118,10 +118,10 @@ rootflags=$(awk '$5 == "/" {print $6}' "/proc/$pid/mountinfo")
 echo "root filesystem mount options: $rootflags"
 [[ $rootflags == ro,* ]] || fail "the root filesystem is not read-only"
 
-step "running docker.io/oliver006/redis_exporter:v1.62.0 against it"
+step "running docker.io/oliver006/redis_exporter:v1.88.0 against it"
 ctr run -d --net-host --read-only "${NOCAPS[@]}" "${RUNC[@]}" --cgroup "/$CG/exporter" \
 	--log-uri "file://$D/exporter.log" \
-	docker.io/oliver006/redis_exporter:v1.62.0 exporter /redis_exporter \
+	docker.io/oliver006/redis_exporter:v1.88.0 exporter /redis_exporter \
 	--redis.addr=redis://127.0.0.1:6399 --web.listen-address=127.0.0.1:9199 >/dev/null
 metrics=
 for _ in $(seq 50); do

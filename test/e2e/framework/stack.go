@@ -103,3 +103,12 @@ func WithCRD(ctx context.Context, body func(*Stack) error) (err error) {
 	}
 	return body(s)
 }
+
+// Node runs hack/devcluster/node.sh ACTION N: stop, kill, start, partition or heal devnode-N.
+func (s *Stack) Node(action string, n int) error {
+	cmd := exec.Command(filepath.Join(s.Root, "hack", "devcluster", "node.sh"), action, fmt.Sprint(n))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("node.sh %s %d: %w: %s", action, n, err, out)
+	}
+	return nil
+}
