@@ -57,11 +57,17 @@ func (s *ClusterState) ReachableNodes() int {
 	}
 	live := map[string]bool{} // non-member ID -> live in every view so far
 	for i := range s.Members {
+		latest := latestPong(s.Members[i].Nodes)
 		for _, n := range s.Members[i].Nodes {
 			if ids[n.ID] || n.Handshake {
 				continue
 			}
-			ok := n.Connected && !n.Fail && !n.PFail && !n.NoAddr
+			// A ping to it still unanswered after another node's pong came back: on a real
+			// network a node whose pod is gone answers nothing, not even a reset, and its link
+			// reads connected (Redis reconnecting) until it is flagged failing, node-timeout
+			// later. A live node answers within a round trip.
+			unanswered := n.PingSent != 0 && n.PingSent < latest
+			ok := n.Connected && !n.Fail && !n.PFail && !n.NoAddr && !unanswered
 			if prev, seen := live[n.ID]; seen {
 				ok = ok && prev
 			}
@@ -75,6 +81,16 @@ func (s *ClusterState) ReachableNodes() int {
 		}
 	}
 	return len(ids) + others
+}
+
+// latestPong is the time of the last pong any node of a view answered: the view's "now", as
+// near as a view tells it.
+func latestPong(nodes []Node) int64 {
+	var latest int64
+	for _, n := range nodes {
+		latest = max(latest, n.PongRecv)
+	}
+	return latest
 }
 
 // KnownSize is the number of nodes (handshakes aside) in the view of the first reachable

@@ -14,7 +14,7 @@ func TestReachableNodesLeavesOutUnreachableNonMembers(t *testing.T) {
 		for i := 1; i <= 6; i++ {
 			var view []Node
 			for j := 1; j <= 6; j++ {
-				view = append(view, Node{ID: id(j), Myself: i == j, Master: true, Connected: true})
+				view = append(view, Node{ID: id(j), Myself: i == j, Master: true, Connected: true, PongRecv: 2000})
 			}
 			view = append(view, extra)
 			st.Members = append(st.Members, MemberState{Member: Member{Pod: fmt.Sprintf("demo-%d", i-1)}, Nodes: view})
@@ -30,6 +30,10 @@ func TestReachableNodesLeavesOutUnreachableNonMembers(t *testing.T) {
 		"a lost master holding slots":   {Node{ID: id(99), Master: true, PFail: true, Slots: SlotRanges{{Start: 0, End: 10}}}, 6},
 		"a node outside the pods, live": {Node{ID: id(99), Master: true, Connected: true}, 7},
 		"a handshake":                   {Node{ID: id(99), Handshake: true, Connected: true}, 6},
+		// Gone without a reset: connected, not yet flagged, its ping unanswered while another
+		// node answered since.
+		"a node whose ping is unanswered": {Node{ID: id(99), Master: true, Connected: true, PingSent: 1000}, 6},
+		"a live node, ping in flight":     {Node{ID: id(99), Master: true, Connected: true, PingSent: 3000, PongRecv: 1500}, 7},
 	}
 	for name, c := range cases {
 		if got := state(c.extra).ReachableNodes(); got != c.want {
