@@ -4,7 +4,7 @@
 #   hostcheck.sh snapshot FILE   before up.sh
 #   hostcheck.sh compare FILE    after down.sh: prints what differs and fails when anything does
 # It looks at mounts, links and addresses, routes, network namespaces, the nftables ruleset
-# (iptables' nft backend included), cgroups (two levels down), the kernel settings the nodes
+# (iptables' nft backend included), cgroups (the top level, and the bed's anywhere), the kernel settings the nodes
 # change, and processes running a binary of bin/ or the runtime's.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -24,11 +24,18 @@ state() {
 	echo "## nftables"
 	nft list ruleset 2>/dev/null || true
 	echo "## cgroups"
+	# The top level of each hierarchy, and any cgroup of a devcluster's at any depth (deeper
+	# cgroups come and go with the machine's own processes).
 	for h in $(cgroup_hierarchies) /sys/fs/cgroup/unified; do
-		[[ -d $h ]] && find "$h" -mindepth 1 -maxdepth 2 -type d
+		[[ -d $h ]] && { find "$h" -mindepth 1 -maxdepth 1 -type d; find "$h" -mindepth 2 -type d -name 'rcop-*'; }
 	done | sort
 	echo "## sysctls"
-	for s in "${SYSCTLS[@]}"; do [[ -r /proc/sys/$s ]] && echo "$s $(cat "/proc/sys/$s")"; done
+	# The ones the bed sets and puts back, and others a kubelet or kube-proxy may set.
+	for s in "${SYSCTLS[@]}" net/ipv4/conf/all/route_localnet net/ipv4/conf/all/forwarding \
+		net/netfilter/nf_conntrack_max net/netfilter/nf_conntrack_tcp_timeout_established \
+		net/netfilter/nf_conntrack_tcp_timeout_close_wait net/bridge/bridge-nf-call-ip6tables; do
+		[[ -r /proc/sys/$s ]] && echo "$s $(cat "/proc/sys/$s")"
+	done
 	echo "## directories"
 	for d in "${NODE_HOST_DIRS[@]}" "$NODE_LIB" "$NODE_RUN"; do [[ -e $d ]] && echo "$d"; done
 	echo "## processes"
