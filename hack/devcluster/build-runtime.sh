@@ -7,9 +7,8 @@
 # module's go.mod, go.sum, main packages, build tags and the version stamped in, kept in
 # bin/.devcluster-runtime.stamp. A cold build takes about 4 minutes on 2 cores; a warm one seconds.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-ROOT=$PWD
-BIN=$ROOT/bin
+source "$(dirname "$0")/lib.sh"
+cd "$ROOT"
 MOD=$ROOT/hack/devcluster/runtime
 
 CONTAINERD_VERSION=v2.4.2 # must match the require in hack/devcluster/runtime/go.mod
@@ -25,11 +24,7 @@ pin() {
 
 STAMP=$BIN/.devcluster-runtime.stamp
 want=$(pin)
-missing=0
-for b in "${BINARIES[@]}"; do
-	[[ -x $BIN/$b ]] || missing=1
-done
-if [[ $missing == 0 && -f $STAMP && $(cat "$STAMP") == "$want" ]]; then
+if stamp_current "$STAMP" "$want" "${BINARIES[@]}"; then
 	echo "runtime binaries are current (containerd $CONTAINERD_VERSION)"
 	exit 0
 fi

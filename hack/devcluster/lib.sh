@@ -31,6 +31,17 @@ NODE_RUN=/run/rcop-$CHECKOUT_ID
 
 log() { echo "devcluster: $*" >&2; }
 
+# stamp_current STAMP PIN BINARY...: true when every BINARY is in bin/ and STAMP holds PIN, the
+# hash of whatever decides what they are (build.sh, build-runtime.sh).
+stamp_current() {
+	local stamp=$1 pin=$2 b
+	shift 2
+	for b in "$@"; do
+		[[ -x $BIN/$b ]] || return 1
+	done
+	[[ -f $stamp && $(cat "$stamp") == "$pin" ]]
+}
+
 # pid_alive PIDFILE EXPECTED: true when the recorded PID runs a command line containing EXPECTED
 # (so a PID reused by an unrelated process is never mistaken for ours).
 pid_alive() {

@@ -35,6 +35,22 @@ func nodeOfMaster(ctx context.Context, t *testing.T, ns string) (string, int) {
 	return pod, n
 }
 
+// nodeFault starts a fault case in ns and does action (node.sh) to the node of one of its
+// masters, with undo (node.sh) done when the test ends whatever happened; it returns the case,
+// the node's number and when the fault began.
+func nodeFault(ctx context.Context, t *testing.T, ns, action, undo string) (*faultRun, int, time.Time) {
+	t.Helper()
+	f := startFault(ctx, t, ns, nil)
+	pod, n := nodeOfMaster(ctx, t, f.ns)
+	t.Cleanup(func() { _ = stack.Node(undo, n) })
+	t.Logf("%s devnode-%d, which runs master %s", action, n, pod)
+	start := time.Now()
+	if err := stack.Node(action, n); err != nil {
+		t.Fatal(err)
+	}
+	return f, n, start
+}
+
 // clusterInfoOffNode is CLUSTER INFO of a pod of demo that is not on devnode-N.
 func clusterInfoOffNode(ctx context.Context, t *testing.T, ns string, n int) string {
 	pods, err := stack.Pods(ctx, ns, selectorOf("demo"))
@@ -78,12 +94,7 @@ func TestFaultNodeLost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	g := NewWithT(t)
-	f := startFault(ctx, t, "fault-node-lost", nil)
-	pod, n := nodeOfMaster(ctx, t, f.ns)
-	t.Cleanup(func() { _ = stack.Node("start", n) })
-	t.Logf("killing devnode-%d with master %s", n, pod)
-	start := time.Now()
-	g.Expect(stack.Node("kill", n)).To(Succeed())
+	f, n, start := nodeFault(ctx, t, "fault-node-lost", "kill", "start")
 	// The cluster serves every slot again without the node: Redis' own failover.
 	g.Eventually(func() string { return clusterInfoOffNode(ctx, t, f.ns, n) }, 2*time.Minute, 500*time.Millisecond).
 		Should(And(ContainSubstring("cluster_state:ok"), ContainSubstring("cluster_slots_ok:16384")))
@@ -107,12 +118,7 @@ func TestFaultNodePartitioned(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	g := NewWithT(t)
-	f := startFault(ctx, t, "fault-partition", nil)
-	pod, n := nodeOfMaster(ctx, t, f.ns)
-	t.Cleanup(func() { _ = stack.Node("heal", n) })
-	t.Logf("cutting devnode-%d off, with master %s", n, pod)
-	start := time.Now()
-	g.Expect(stack.Node("partition", n)).To(Succeed())
+	f, n, start := nodeFault(ctx, t, "fault-partition", "partition", "heal")
 	// Longer than cluster-node-timeout (5 s) and the election.
 	time.Sleep(20 * time.Second)
 	g.Expect(stack.Node("heal", n)).To(Succeed())
