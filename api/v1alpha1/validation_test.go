@@ -122,7 +122,7 @@ func TestBadSpecsAreRefused(t *testing.T) {
 				rc.Spec.PasswordSecret = &redisv1alpha1.SecretKeyReference{Name: "pw"}
 				rc.Spec.Users = []redisv1alpha1.RedisUser{appUser("default", "+@read")}
 			},
-			want: []string{"spec.users[0].name", "default and operator are the users the operator manages"},
+			want: []string{"spec.users[0].name", "default, operator and operator-exporter are the users the operator manages"},
 		},
 		{
 			name: "two users of one name",
