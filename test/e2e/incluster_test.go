@@ -77,12 +77,12 @@ func TestOperatorRunsInCluster(t *testing.T) {
 	mustTool(t, "", "helm", "uninstall", release, "-n", opNS, "--wait")
 	installer := t.TempDir() + "/install.yaml"
 	mustTool(t, "", "make", "--no-print-directory", "build-installer", "IMG="+operatorImage, "INSTALLER="+installer)
-	t.Cleanup(func() { _, _ = stack.Kubectl("delete", "--ignore-not-found", "--wait=false", "-k", "config/operator") })
+	// Waited for: the next test installs the operator into the same namespace.
+	t.Cleanup(func() { _, _ = stack.Kubectl("delete", "--ignore-not-found", "--timeout=3m", "-k", "config/operator") })
 	mustTool(t, "", "kubectl", "apply", "--server-side", "--force-conflicts", "-f", installer)
 	mustTool(t, "", "kubectl", "wait", "-n", "redis-operator-system", "--for=condition=Available", "deploy/redis-operator-controller-manager", "--timeout=2m")
 	out := mustTool(t, "", "kubectl", "get", "pods", "-n", "redis-operator-system", "-o", "jsonpath={.items[0].status.containerStatuses[0].image}")
 	g.Expect(out).To(Equal(operatorImage))
-	mustTool(t, "", "kubectl", "delete", "--wait=false", "-k", "config/operator")
 }
 
 // operatorPod waits for the release's operator pod to be ready and returns it.
