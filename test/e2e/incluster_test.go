@@ -78,7 +78,9 @@ func TestOperatorRunsInCluster(t *testing.T) {
 	installer := t.TempDir() + "/install.yaml"
 	mustTool(t, "", "make", "--no-print-directory", "build-installer", "IMG="+operatorImage, "INSTALLER="+installer)
 	// Waited for: the next test installs the operator into the same namespace.
-	t.Cleanup(func() { _, _ = tool(t, "", "kubectl", "delete", "--ignore-not-found", "--timeout=3m", "-k", "config/operator") })
+	t.Cleanup(func() {
+		_, _ = tool(t, "", "kubectl", "delete", "--ignore-not-found", "--timeout=3m", "-k", "config/operator")
+	})
 	mustTool(t, "", "kubectl", "apply", "--server-side", "--force-conflicts", "-f", installer)
 	mustTool(t, "", "kubectl", "wait", "-n", "redis-operator-system", "--for=condition=Available", "deploy/redis-operator-controller-manager", "--timeout=2m")
 	out := mustTool(t, "", "kubectl", "get", "pods", "-n", "redis-operator-system", "-o", "jsonpath={.items[0].status.containerStatuses[0].image}")
