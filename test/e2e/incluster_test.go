@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
+	"github.com/hc-middleware/redis-cluster-operator/test/e2e/framework"
 )
 
 // operatorImage is the operator's image, built here from the Dockerfile's recipe
@@ -97,22 +98,13 @@ func operatorPod(ctx context.Context, t *testing.T, ns string) *corev1.Pod {
 	var pod *corev1.Pod
 	NewWithT(t).Eventually(func() bool {
 		list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=redis-cluster-operator"})
-		if err != nil || len(list.Items) == 0 || !podIsReady(&list.Items[0]) {
+		if err != nil || len(list.Items) == 0 || !framework.PodReady(&list.Items[0]) {
 			return false
 		}
 		pod = &list.Items[0]
 		return true
 	}, 2*time.Minute, time.Second).Should(BeTrue(), "the operator pod in %s is not ready", ns)
 	return pod
-}
-
-func podIsReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // operatorPodLog is the end of the operator pods' logs, for a failure message.
