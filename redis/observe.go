@@ -2,14 +2,18 @@ package redis
 
 import (
 	"context"
+	"net"
+	"strconv"
 	"sync"
+	"time"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // Observe reads CLUSTER NODES and CLUSTER INFO from every member in parallel. An unreachable
 // member is recorded in its MemberState and is not an error: the caller decides what a
-// missing pod means. Observe only reads.
+// missing pod means. A node no member is that reads live is asked for its ID directly
+// (probeStrangers). Observe only reads.
 func Observe(ctx context.Context, f Factory, members []topology.Member) (*topology.ClusterState, error) {
 	st := &topology.ClusterState{Members: make([]topology.MemberState, len(members))}
 	var wg sync.WaitGroup
@@ -26,5 +30,49 @@ func Observe(ctx context.Context, f Factory, members []topology.Member) (*topolo
 		}(&st.Members[i])
 	}
 	wg.Wait()
+	if ctx.Err() == nil {
+		st.Answered = probeStrangers(ctx, f, st.LiveStrangers())
+	}
 	return st, ctx.Err()
+}
+
+// strangerProbe bounds asking a stranger for its node ID: a pod's address that is gone
+// answers nothing, so the probe's only cost is this wait, and only while a stranger reads
+// live (seconds after a pod stops, or a node someone else met into the cluster).
+const strangerProbe = time.Second
+
+// probeStrangers asks each live stranger its own CLUSTER NODES, all at once, and returns
+// those that answered with the ID the cluster knows them by (an address reused by another
+// node does not vouch for the old one).
+func probeStrangers(ctx context.Context, f Factory, strangers []topology.Node) map[string]bool {
+	out := map[string]bool{}
+	if len(strangers) == 0 {
+		return out
+	}
+	ctx, cancel := context.WithTimeout(ctx, strangerProbe)
+	defer cancel()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, n := range strangers {
+		if n.IP == "" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nodes, err := f.For(net.JoinHostPort(n.IP, strconv.Itoa(n.Port))).ClusterNodes(ctx)
+			if err != nil {
+				return
+			}
+			for _, own := range nodes {
+				if own.Myself && own.ID == n.ID {
+					mu.Lock()
+					out[n.ID] = true
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return out
 }

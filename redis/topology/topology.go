@@ -44,18 +44,38 @@ func (s *ClusterState) ReplicaLinksUp() bool {
 	return true
 }
 
-// ReachableNodes counts the members plus every other node that every member knowing it
-// sees connected and not failing. A node no member reaches (the node a pod deleted with an
-// emptyDir leaves behind, until healing forgets it) is not part of the cluster's size:
-// counting it would read a pod coming back empty as a resize. One view is not enough:
-// Redis shows a node "connected" from the moment it starts a reconnect, so a dead node
-// can read connected in one view for a moment while Redis retries it.
+// ReachableNodes counts the members plus every stranger (a node no member is) that reads
+// live in every view and answered the operator itself (Answered). A node no member reaches
+// (the node a pod deleted with an emptyDir leaves behind, until healing forgets it) is not
+// part of the cluster's size: counting it would read a pod coming back empty as a resize.
 func (s *ClusterState) ReachableNodes() int {
 	ids := map[string]bool{}
 	for _, id := range s.IDs() {
 		ids[id] = true
 	}
-	live := map[string]bool{} // non-member ID -> live in every view so far
+	n := len(ids)
+	for _, st := range s.LiveStrangers() {
+		if s.Answered[st.ID] {
+			n++
+		}
+	}
+	return n
+}
+
+// LiveStrangers are the nodes that are no member yet read connected and not failing in
+// every view that knows them. One view is not enough: Redis shows a node "connected" from
+// the moment it starts a reconnect, so a dead node can read connected in one view while
+// Redis retries it. Every view is not enough either: for the first seconds after a pod's
+// graceful stop, its node still reads connected everywhere with no ping outstanding
+// (Redis reconnects at once and pings only later), which is why ReachableNodes also asks
+// that the node answered the operator.
+func (s *ClusterState) LiveStrangers() []Node {
+	ids := map[string]bool{}
+	for _, id := range s.IDs() {
+		ids[id] = true
+	}
+	live := map[string]bool{} // stranger ID -> live in every view so far
+	var order []Node
 	for i := range s.Members {
 		latest := latestPong(s.Members[i].Nodes)
 		for _, n := range s.Members[i].Nodes {
@@ -68,19 +88,20 @@ func (s *ClusterState) ReachableNodes() int {
 			// later. A live node answers within a round trip.
 			unanswered := n.PingSent != 0 && n.PingSent < latest
 			ok := n.Connected && !n.Fail && !n.PFail && !n.NoAddr && !unanswered
-			if prev, seen := live[n.ID]; seen {
-				ok = ok && prev
+			prev, seen := live[n.ID]
+			if !seen {
+				order = append(order, n)
 			}
-			live[n.ID] = ok
+			live[n.ID] = ok && (!seen || prev)
 		}
 	}
-	others := 0
-	for _, ok := range live {
-		if ok {
-			others++
+	var out []Node
+	for _, n := range order {
+		if live[n.ID] {
+			out = append(out, n)
 		}
 	}
-	return len(ids) + others
+	return out
 }
 
 // latestPong is the time of the last pong any node of a view answered: the view's "now", as

@@ -22,27 +22,35 @@ func TestReachableNodesLeavesOutUnreachableNonMembers(t *testing.T) {
 		return st
 	}
 	cases := map[string]struct {
-		extra Node
-		want  int
+		extra    Node
+		answered bool // the node answered the operator with its ID
+		want     int
 	}{
-		"a lost node just gone":         {Node{ID: id(99), Replica: true}, 6},
-		"a lost node flagged fail":      {Node{ID: id(99), Replica: true, Fail: true}, 6},
-		"a lost master holding slots":   {Node{ID: id(99), Master: true, PFail: true, Slots: SlotRanges{{Start: 0, End: 10}}}, 6},
-		"a node outside the pods, live": {Node{ID: id(99), Master: true, Connected: true}, 7},
-		"a handshake":                   {Node{ID: id(99), Handshake: true, Connected: true}, 6},
+		"a lost node just gone":         {Node{ID: id(99), Replica: true}, true, 6},
+		"a lost node flagged fail":      {Node{ID: id(99), Replica: true, Fail: true}, true, 6},
+		"a lost master holding slots":   {Node{ID: id(99), Master: true, PFail: true, Slots: SlotRanges{{Start: 0, End: 10}}}, true, 6},
+		"a node outside the pods, live": {Node{ID: id(99), Master: true, Connected: true}, true, 7},
+		// A pod's graceful stop: Redis reconnects at once and pings later, so for a few
+		// seconds its node reads connected everywhere with no ping outstanding. Only the
+		// operator's own probe tells it is gone.
+		"a node just stopped, live in every view": {Node{ID: id(99), Replica: true, Connected: true}, false, 6},
+		"a handshake": {Node{ID: id(99), Handshake: true, Connected: true}, true, 6},
 		// Gone without a reset: connected, not yet flagged, its ping unanswered while another
 		// node answered since.
-		"a node whose ping is unanswered": {Node{ID: id(99), Master: true, Connected: true, PingSent: 1000}, 6},
-		"a live node, ping in flight":     {Node{ID: id(99), Master: true, Connected: true, PingSent: 3000, PongRecv: 1500}, 7},
+		"a node whose ping is unanswered": {Node{ID: id(99), Master: true, Connected: true, PingSent: 1000}, true, 6},
+		"a live node, ping in flight":     {Node{ID: id(99), Master: true, Connected: true, PingSent: 3000, PongRecv: 1500}, true, 7},
 	}
 	for name, c := range cases {
-		if got := state(c.extra).ReachableNodes(); got != c.want {
+		st := state(c.extra)
+		st.Answered = map[string]bool{id(99): c.answered}
+		if got := st.ReachableNodes(); got != c.want {
 			t.Errorf("%s: %d nodes, want %d", name, got, c.want)
 		}
 	}
 	// A dead node Redis is reconnecting to reads connected in one view for a moment; the
 	// others see it disconnected. A pod evicted and back empty was read as a resize that way.
 	st := state(Node{ID: id(99), Replica: true})
+	st.Answered = map[string]bool{id(99): true}
 	st.Members[2].Nodes[6].Connected = true
 	if got := st.ReachableNodes(); got != 6 {
 		t.Errorf("a dead node connected in one view of six: %d nodes, want 6", got)

@@ -50,16 +50,9 @@ func TestOperatorMetrics(t *testing.T) {
 	took := healed(ctx, t, ns, "demo", old, start, faultRecovery)
 	t.Logf("replica %s deleted, healed %.1fs later", pod, took.Seconds())
 	expectMetricsMatchRedis(ctx, t, ns, 3)
-	if now := phaseChanges(ctx, t, ns, "demo"); len(now) > len(phases) {
-		// A known defect (docs/guarantees.md, "On real containers"): the deleted pod's old node
-		// can read as live for a moment after its graceful stop, the size count takes it for a
-		// seventh node and the cluster detours through Scaling, whose path attaches the
-		// returning pod instead of healing's. The metrics must still agree with Redis (above).
-		t.Logf("the phase changed while healing, so healing did not attach the pod: %v", now[len(phases):])
-	} else {
-		g.Expect(clusterMetric(t, "redis_operator_heal_actions_total", ns, `kind="Replicate"`)).To(BeNumerically(">=", 1),
-			"the returning empty pod was made a replica by healing")
-	}
+	g.Expect(phaseChanges(ctx, t, ns, "demo")).To(Equal(phases), "healing a replica changes no phase")
+	g.Expect(clusterMetric(t, "redis_operator_heal_actions_total", ns, `kind="Replicate"`)).To(BeNumerically(">=", 1),
+		"the returning empty pod was made a replica by healing")
 
 	resize(ctx, t, ns, "demo", 8)
 	expectMetricsMatchRedis(ctx, t, ns, 4)
