@@ -101,6 +101,7 @@ func (r *Reconciler) reconcileScale(ctx context.Context, s *scope) (ctrl.Result,
 		// decide has failed the phase already (cannotProceed); a paused cluster does not act.
 		return ctrl.Result{RequeueAfter: requeueFailed}, nil
 	}
+	req.NodeTimeout = nodeTimeout(s)
 	if desired > current {
 		req.Keep = need
 	}

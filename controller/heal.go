@@ -29,7 +29,7 @@ const promoteAfter = 15 * time.Second
 func (r *Reconciler) healOptions(s *scope) redis.HealOptions {
 	w, _ := r.failWatches.LoadOrStore(client.ObjectKeyFromObject(s.cluster), redis.NewFailWatch())
 	pipeline, _ := s.cluster.Spec.PipelineKeys() // an invalid value: the default
-	return redis.HealOptions{Watch: w.(*redis.FailWatch), PromoteAfter: promoteAfter, Now: r.now, Pipeline: pipeline}
+	return redis.HealOptions{Watch: w.(*redis.FailWatch), PromoteAfter: promoteAfter, Now: r.now, Pipeline: pipeline, NodeTimeout: nodeTimeout(s)}
 }
 
 // needsHealing reports whether a cluster that was formed once is not whole: an instance

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -272,4 +273,26 @@ func settingsText(cmds []redis.Setting) string {
 		parts[i] = fmt.Sprintf("%s %q", c.Name, c.Value)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// nodeTimeout is the cluster-node-timeout in force: the shorter of what the applied
+// ConfigMap and the rendered one give (while pods roll from one to the other, some run
+// each), the template's default when neither says. MIGRATE's timeout is half of it.
+func nodeTimeout(s *scope) time.Duration {
+	d := time.Duration(0)
+	take := func(conf string) {
+		if v, ok := redis.ConfNodeTimeout(conf); ok && (d == 0 || v < d) {
+			d = v
+		}
+	}
+	if conf, ok := renderedConf(s); ok {
+		take(conf)
+	}
+	if cm, ok := s.live["ConfigMap/"+configMapName(s.cluster.Name)].(*corev1.ConfigMap); ok {
+		take(cm.Data["redis.conf"])
+	}
+	if d == 0 {
+		return redis.NodeTimeout
+	}
+	return d
 }

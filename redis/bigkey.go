@@ -142,7 +142,7 @@ func (km *keyMover) moveBig(ctx context.Context, keys *[]string, usages *[]int64
 		one.timeout, one.quick, one.gates = t, 0, nil
 		restore := func() {}
 		if km.hold != nil {
-			restore = km.hold(ctx, callTimeout(t)+NodeTimeout)
+			restore = km.hold(ctx, callTimeout(t)+max(km.nodeTimeout, NodeTimeout))
 		}
 		// The source and the target to itself (gate.go): a sibling stream's command
 		// would wait behind this MIGRATE on the wire, longer than its timeout.

@@ -74,6 +74,8 @@ type HealOptions struct {
 	Now func() time.Time
 	// Pipeline is the number of keys per MIGRATE when an open slot is finished; 100 when 0.
 	Pipeline int
+	// NodeTimeout is the cluster-node-timeout in force (MoveOptions.NodeTimeout).
+	NodeTimeout time.Duration
 }
 
 func (o HealOptions) pipeline() int {

@@ -37,6 +37,11 @@ func FixOpenSlots(ctx context.Context, f Factory, st *topology.ClusterState, pip
 	return fixOpenSlots(ctx, f, st, MoveOptions{Pipeline: pipeline})
 }
 
+// FixOpenSlotsWith is FixOpenSlots with every MoveOptions (the node timeout in force).
+func FixOpenSlotsWith(ctx context.Context, f Factory, st *topology.ClusterState, opts MoveOptions) (ScaleProgress, error) {
+	return fixOpenSlots(ctx, f, st, opts)
+}
+
 func fixOpenSlots(ctx context.Context, f Factory, st *topology.ClusterState, opts MoveOptions) (ScaleProgress, error) {
 	prog := ScaleProgress{Phase: PhaseFinishingSlots}
 	if !st.AllReachable() {

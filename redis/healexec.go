@@ -27,7 +27,7 @@ func HealWith(ctx context.Context, f Factory, members []topology.Member, masters
 		// A slot left MIGRATING/IMPORTING (a failover mid-move, a foreign reshard) is
 		// finished first, as redis-cli --cluster fix does: the views cannot agree while a
 		// marker is open, so nothing else would ever heal.
-		fp, err := FixOpenSlots(ctx, f, st, opts.pipeline())
+		fp, err := FixOpenSlotsWith(ctx, f, st, MoveOptions{Pipeline: opts.pipeline(), NodeTimeout: opts.NodeTimeout})
 		return Progress{Phase: fp.Phase, Actions: fp.Actions}, err
 	}
 	overdue := opts.overdue(st)

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis/conf"
 )
@@ -305,4 +307,18 @@ func RestartConf(conf string) string {
 		keep = append(keep, line)
 	}
 	return strings.Join(keep, "\n")
+}
+
+// ConfNodeTimeout is the cluster-node-timeout a redis.conf gives (its last line, as Redis
+// reads it); false when it gives none or a value Redis would refuse.
+func ConfNodeTimeout(text string) (time.Duration, bool) {
+	lines := confArgs(text)["cluster-node-timeout"]
+	if len(lines) == 0 || len(lines[len(lines)-1]) != 1 {
+		return 0, false
+	}
+	ms, err := strconv.ParseInt(lines[len(lines)-1][0], 10, 64)
+	if err != nil || ms <= 0 {
+		return 0, false
+	}
+	return time.Duration(ms) * time.Millisecond, true
 }

@@ -153,3 +153,24 @@ func TestLiveSettingsAndDiff(t *testing.T) {
 		t.Errorf("LiveCommands = %v, want %v", cmds, wantCmds)
 	}
 }
+
+// The node timeout a redis.conf gives is its last line's, read as Redis reads it.
+func TestConfNodeTimeout(t *testing.T) {
+	cases := map[string]struct {
+		conf string
+		want time.Duration
+		ok   bool
+	}{
+		"the template's":         {"cluster-node-timeout 5000\n", 5 * time.Second, true},
+		"a user's line after it": {"cluster-node-timeout 5000\n# From ConfigMap x\nCLUSTER-NODE-TIMEOUT \"1500\"\n", 1500 * time.Millisecond, true},
+		"none":                   {"appendonly yes\n", 0, false},
+		"not a number":           {"cluster-node-timeout soon\n", 0, false},
+		"commented out":          {"# cluster-node-timeout 100\n", 0, false},
+	}
+	for name, c := range cases {
+		got, ok := ConfNodeTimeout(c.conf)
+		if got != c.want || ok != c.ok {
+			t.Errorf("%s: %v %v, want %v %v", name, got, ok, c.want, c.ok)
+		}
+	}
+}

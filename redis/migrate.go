@@ -315,7 +315,11 @@ type MoveOptions struct {
 	// BatchBytes is the most bytes (MEMORY USAGE) per MIGRATE batch; DefaultBatchBytes
 	// when zero. A key bigger than that moves alone.
 	BatchBytes int64
-	// Timeout is MIGRATE's own timeout; DefaultMigrateTimeout when zero.
+	// NodeTimeout is the cluster-node-timeout in force (NodeTimeout, the template's, when
+	// zero). MIGRATE's own timeout is half of it, so a source blocked on a stalled target is
+	// never flagged failing meanwhile; a hold for a big key is on top of it.
+	NodeTimeout time.Duration
+	// Timeout overrides MIGRATE's own timeout (tests); half the node timeout when zero.
 	Timeout time.Duration
 	// Limiter, when set, caps the keys moved per second (every stream sharing it takes
 	// its tokens); a MIGRATE batch is then at most its burst (NewKeyLimiter).
@@ -398,7 +402,7 @@ func MigrateSlots(ctx context.Context, f Factory, slots []int, src, dst MasterAd
 			return 0, err
 		}
 	}
-	km := keyMover{s: s, src: src.Addr, dst: dst.Addr, timeout: opts.timeout(), quick: QuickMigrateTimeout,
+	km := keyMover{s: s, src: src.Addr, dst: dst.Addr, timeout: opts.timeout(), quick: opts.quick(), nodeTimeout: opts.nodeTimeout(),
 		replaceBusy: true, stuck: backoffOf(f), gates: opts.gates.of(src.Addr, dst.Addr),
 		hold: func(ctx context.Context, d time.Duration) func() {
 			return holdDetection(ctx, f, append([]string{src.Addr, dst.Addr}, others...), d)
@@ -425,7 +429,20 @@ func (o MoveOptions) timeout() time.Duration {
 	if o.Timeout > 0 {
 		return o.Timeout
 	}
-	return DefaultMigrateTimeout
+	return MigrateTimeout(o.nodeTimeout())
+}
+
+func (o MoveOptions) nodeTimeout() time.Duration {
+	if o.NodeTimeout > 0 {
+		return o.NodeTimeout
+	}
+	return NodeTimeout
+}
+
+// quick is the timeout of a small batch's first try: QuickMigrateTimeout, or the full
+// timeout when that is shorter (a low node timeout).
+func (o MoveOptions) quick() time.Duration {
+	return min(QuickMigrateTimeout, o.timeout())
 }
 
 func (o MoveOptions) pipeline() int {
@@ -496,13 +513,18 @@ type MasterAddr struct {
 	ID, Addr string
 }
 
-// NodeTimeout is the cluster-node-timeout the operator renders (templates/configmap.cue).
+// NodeTimeout is the cluster-node-timeout the operator renders by default
+// (templates/configmap.cue); a user ConfigMap may set another, which the caller passes in
+// MoveOptions.NodeTimeout.
 const NodeTimeout = 5 * time.Second
 
-// DefaultMigrateTimeout is MIGRATE's own timeout: half the node timeout. Redis runs
+// MigrateTimeout is MIGRATE's own timeout for a cluster-node-timeout: half of it. Redis runs
 // MIGRATE synchronously, so the source answers nothing, not even the cluster bus, while it
 // waits on the target; a key given up on after half the node timeout cannot get its
 // source flagged as failing and failed over.
+func MigrateTimeout(nodeTimeout time.Duration) time.Duration { return nodeTimeout / 2 }
+
+// DefaultMigrateTimeout is MIGRATE's timeout under the default node timeout.
 const DefaultMigrateTimeout = NodeTimeout / 2
 
 // QuickMigrateTimeout is the timeout of a batch's first try while no MIGRATE of the
@@ -618,6 +640,9 @@ type keyMover struct {
 	// DefaultBatchBytes, until one times out (QuickMigrateTimeout); then it is cleared and
 	// timeout applies for the rest of the group.
 	quick time.Duration
+	// nodeTimeout is the cluster-node-timeout in force: a big key's hold of failure
+	// detection covers its MIGRATE plus this (bigkey.go).
+	nodeTimeout time.Duration
 	// gates, when set, are the source's and the target's among the streams of a step
 	// (gate.go): each command of the stream shares them, a big key's MIGRATE takes them
 	// alone.

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -65,7 +66,13 @@ func (m *migrateCalls) AfterProcessPipeline(context.Context, []goredis.Cmder) er
 // (MIGRATE's full timeout is half of it), with every MIGRATE through f recorded.
 func formRecorded(t *testing.T, n int, d time.Duration) ([]topology.Member, Factory, *migrateCalls, *topology.ClusterState, context.Context) {
 	t.Helper()
-	servers := redistest.Start(t, n, redistest.Config{NodeTimeout: NodeTimeout})
+	return formRecordedAt(t, n, NodeTimeout, d)
+}
+
+// formRecordedAt is formRecorded at another cluster-node-timeout.
+func formRecordedAt(t *testing.T, n int, nodeTimeout, d time.Duration) ([]topology.Member, Factory, *migrateCalls, *topology.ClusterState, context.Context) {
+	t.Helper()
+	servers := redistest.Start(t, n, redistest.Config{NodeTimeout: nodeTimeout})
 	members := membersOf(servers)
 	calls := &migrateCalls{}
 	f := newFactory(t, Options{Hooks: []goredis.Hook{calls}})
@@ -182,5 +189,57 @@ func TestMigrateQuickOnlyForSmallBatches(t *testing.T) {
 	defer d.Close()
 	if n, err := d.StrLen(ctx, mid).Result(); err != nil || n != 3<<20 {
 		t.Errorf("the 3 MiB key on the target: %d bytes, %v", n, err)
+	}
+}
+
+// A user ConfigMap may lower cluster-node-timeout below the template's 5 s. MIGRATE's
+// timeout follows it (half of it), so a source blocked on a paused target is never blocked
+// long enough for the other masters to flag it failing and fail it over: every MIGRATE
+// carries at most half the node timeout, nobody is flagged, and the keys still move.
+func TestMigrateTimeoutFollowsALowerNodeTimeout(t *testing.T) {
+	const nodeTimeout = 800 * time.Millisecond
+	members, f, calls, st, ctx := formRecordedAt(t, 3, nodeTimeout, time.Minute)
+	slot := st.Members[0].Self().Slots[0].Start + 11
+	keys := slotKeyNames(tagFor(slot), 2000)
+	putKeys(t, f, members, keys)
+	src := MasterAddr{ID: st.Members[0].ID(), Addr: members[0].Addr}
+	dst := MasterAddr{ID: st.Members[1].ID(), Addr: members[1].Addr}
+
+	stop := make(chan struct{})
+	flagged := watchFlags(members[2].Addr, stop)
+	pause := goredis.NewClient(&goredis.Options{Addr: dst.Addr})
+	defer pause.Close()
+	if err := pause.Do(ctx, "client", "pause", 3000, "write").Err(); err != nil {
+		t.Fatal(err)
+	}
+	moved, err := MigrateSlotWith(ctx, f, slot, src, dst, []string{members[2].Addr}, MoveOptions{Pipeline: 100, NodeTimeout: nodeTimeout})
+	close(stop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if moved != len(keys) {
+		t.Errorf("moved %d keys, want %d", moved, len(keys))
+	}
+	calls.mu.Lock()
+	got := append([]migrateCall(nil), calls.calls...)
+	calls.mu.Unlock()
+	half := fmt.Sprint(MigrateTimeout(nodeTimeout).Milliseconds())
+	timedOut := 0
+	for i, c := range got {
+		if ms, _ := strconv.Atoi(c.timeout); ms > int(MigrateTimeout(nodeTimeout).Milliseconds()) {
+			t.Errorf("MIGRATE %d carried %s ms, more than half the node timeout (%s ms)", i+1, c.timeout, half)
+		}
+		if isMigrateTimeout(c.err) {
+			timedOut++
+		}
+	}
+	if timedOut == 0 {
+		t.Errorf("no MIGRATE timed out on the paused target: the test paused nothing (%d calls)", len(got))
+	}
+	if seen := flagged(); len(seen) > 0 {
+		t.Errorf("a master was flagged failing while its MIGRATE waited on a paused target: %v", seen)
+	}
+	if n := lostKeys(t, f, members, keys); n > 0 {
+		t.Fatalf("%d of %d keys lost", n, len(keys))
 	}
 }

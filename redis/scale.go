@@ -21,6 +21,8 @@ type ScaleRequest struct {
 	Keep                       int
 	// Pipeline is the number of keys per MIGRATE batch.
 	Pipeline int
+	// NodeTimeout is the cluster-node-timeout in force (MoveOptions.NodeTimeout).
+	NodeTimeout time.Duration
 	// Assign is AssignReceive's entries; nil for AutoReceive. NewFrom is the first
 	// ordinal of the pods added by this scale-out: masters from there on are the new ones.
 	Assign  []topology.Assignment
@@ -404,7 +406,7 @@ const (
 // moveOptions are the MoveOptions of the request's MIGRATE batches, with one Limiter for
 // the whole step when keys per second are capped.
 func (req ScaleRequest) moveOptions() MoveOptions {
-	return MoveOptions{Pipeline: req.Pipeline, Limiter: NewKeyLimiter(req.MaxKeysPerSecond, req.Pipeline)}
+	return MoveOptions{Pipeline: req.Pipeline, NodeTimeout: req.NodeTimeout, Limiter: NewKeyLimiter(req.MaxKeysPerSecond, req.Pipeline)}
 }
 
 // slotLoad is a source's keys and data (used_memory_dataset) a slot, on average.
