@@ -99,22 +99,7 @@ func TestMigrateQuickFirstTryOnPausedTarget(t *testing.T) {
 	src := MasterAddr{ID: st.Members[0].ID(), Addr: members[0].Addr}
 	dst := MasterAddr{ID: st.Members[1].ID(), Addr: members[1].Addr}
 
-	pause := goredis.NewClient(&goredis.Options{Addr: dst.Addr})
-	defer pause.Close()
-	if err := pause.Do(ctx, "client", "pause", 1500, "write").Err(); err != nil {
-		t.Fatal(err)
-	}
-	moved, err := MigrateSlotWith(ctx, f, slot, src, dst, []string{members[2].Addr}, MoveOptions{Pipeline: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if moved != len(keys) {
-		t.Errorf("moved %d keys, want %d", moved, len(keys))
-	}
-
-	calls.mu.Lock()
-	got := append([]migrateCall(nil), calls.calls...)
-	calls.mu.Unlock()
+	got := moveFromPausedTarget(ctx, t, f, calls, slot, src, dst, []string{members[2].Addr}, keys, 1500, MoveOptions{Pipeline: 100})
 	if len(got) < 2 {
 		t.Fatalf("%d MIGRATE calls, want a timed-out first try and more: %+v", len(got), got)
 	}
@@ -207,22 +192,8 @@ func TestMigrateTimeoutFollowsALowerNodeTimeout(t *testing.T) {
 
 	stop := make(chan struct{})
 	flagged := watchFlags(members[2].Addr, stop)
-	pause := goredis.NewClient(&goredis.Options{Addr: dst.Addr})
-	defer pause.Close()
-	if err := pause.Do(ctx, "client", "pause", 3000, "write").Err(); err != nil {
-		t.Fatal(err)
-	}
-	moved, err := MigrateSlotWith(ctx, f, slot, src, dst, []string{members[2].Addr}, MoveOptions{Pipeline: 100, NodeTimeout: nodeTimeout})
+	got := moveFromPausedTarget(ctx, t, f, calls, slot, src, dst, []string{members[2].Addr}, keys, 3000, MoveOptions{Pipeline: 100, NodeTimeout: nodeTimeout})
 	close(stop)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if moved != len(keys) {
-		t.Errorf("moved %d keys, want %d", moved, len(keys))
-	}
-	calls.mu.Lock()
-	got := append([]migrateCall(nil), calls.calls...)
-	calls.mu.Unlock()
 	half := fmt.Sprint(MigrateTimeout(nodeTimeout).Milliseconds())
 	timedOut := 0
 	for i, c := range got {
@@ -242,4 +213,25 @@ func TestMigrateTimeoutFollowsALowerNodeTimeout(t *testing.T) {
 	if n := lostKeys(t, f, members, keys); n > 0 {
 		t.Fatalf("%d of %d keys lost", n, len(keys))
 	}
+}
+
+// moveFromPausedTarget pauses dst's writes for pauseMs, migrates the slot's keys to it and
+// returns the MIGRATE calls made; every key must have moved.
+func moveFromPausedTarget(ctx context.Context, t *testing.T, f Factory, calls *migrateCalls, slot int, src, dst MasterAddr, others, keys []string, pauseMs int, opts MoveOptions) []migrateCall {
+	t.Helper()
+	pause := goredis.NewClient(&goredis.Options{Addr: dst.Addr})
+	defer pause.Close()
+	if err := pause.Do(ctx, "client", "pause", pauseMs, "write").Err(); err != nil {
+		t.Fatal(err)
+	}
+	moved, err := MigrateSlotWith(ctx, f, slot, src, dst, others, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if moved != len(keys) {
+		t.Errorf("moved %d keys, want %d", moved, len(keys))
+	}
+	calls.mu.Lock()
+	defer calls.mu.Unlock()
+	return append([]migrateCall(nil), calls.calls...)
 }
