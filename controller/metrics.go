@@ -16,7 +16,8 @@ import (
 // The operator's own metrics, served with controller-runtime's on the manager's metrics
 // endpoint. Every name starts with redis_operator_, so none clashes with redis_exporter's
 // redis_*. docs/metrics.md is the table of them; config/prometheus/ alerts on them, and
-// TestAlertsAndDashboardNameRealMetrics checks every name used there against Collectors.
+// TestAlertsNameRealMetrics and TestDashboardNamesRealMetrics (config/prometheus) check every
+// name used there against Collectors.
 
 // clusterLabels are the labels of every per-cluster series: the RedisCluster's namespace and name.
 var clusterLabels = []string{"namespace", "name"}

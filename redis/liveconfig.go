@@ -18,7 +18,7 @@ import (
 // 7.0 takes it with CONFIG SET on a cluster node and a running node changes behaviour at
 // once (TestLiveDirectivesAreSettable runs each on a real redis-server). templates/
 // configmap.cue keeps a copy (_liveDirectives) to leave these out of the pod template's
-// config hash; render's TestLiveDirectivesMatchCUE checks the two agree.
+// config hash; render's TestLiveDirectivesMatchGo checks the two agree.
 //
 // Not here, on purpose: cluster-node-timeout (the operator itself raises it while a big
 // key moves, bigkey.go), appendonly and save (persistence is a restart's business), and
