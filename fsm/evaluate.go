@@ -112,6 +112,11 @@ func stay(p Phase, obs Observation) Decision {
 	case Running:
 		d.Reason = "UpToDate"
 		d.Message = "the cluster matches the spec"
+		if !obs.SpecValid {
+			// The cluster keeps serving as it was; the refusal itself follows in the status.
+			d.Reason = "SpecRefused"
+			d.Message = "the spec cannot be acted on; the cluster keeps serving as it was"
+		}
 	case Deleting:
 		d.Reason = "Deleting"
 		d.Message = "the RedisCluster is being deleted"

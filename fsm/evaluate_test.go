@@ -179,6 +179,14 @@ func TestReasons(t *testing.T) {
 	d, _ = Evaluate(Running, base())
 	g.Expect(d.Reason).To(Equal("UpToDate"))
 
+	// A refused spec leaves a Running cluster serving, and the reason says so instead of
+	// calling the cluster up to date.
+	obs = base()
+	obs.SpecValid = false
+	d, _ = Evaluate(Running, obs)
+	g.Expect(d.Phase).To(Equal(Running))
+	g.Expect(d.Reason).To(Equal("SpecRefused"))
+
 	obs = base()
 	obs.Broken = true
 	d, _ = Evaluate(Failed, obs)

@@ -58,7 +58,7 @@ func TestMachineReasonsIncludeWhatEvaluateSays(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d.Reason != "UpToDate" && d.Reason != "Paused" && d.Reason != "Deleting" && !all[d.Reason] {
+		if d.Reason != "UpToDate" && d.Reason != "SpecRefused" && d.Reason != "Paused" && d.Reason != "Deleting" && !all[d.Reason] {
 			t.Errorf("Evaluate(%s, %+v) says %q, which machineReasons does not list", c.phase, c.obs, d.Reason)
 		}
 	}
