@@ -63,7 +63,11 @@ func (r *Reconciler) act(ctx context.Context, s *scope) (ctrl.Result, error) {
 		return ctrl.Result{}, nil
 	}
 	for _, n := range s.notices {
-		r.warnIfNew(s, ReasonNameClash, n)
+		reason := ReasonNameClash
+		if n == s.passwordNotice {
+			reason = ReasonNoPassword
+		}
+		r.warnIfNew(s, reason, n)
 	}
 	if s.specErr != nil {
 		r.warnOnce(s, refusalReason(s.specErr), s.specErr.Error())

@@ -73,47 +73,139 @@ type authState struct {
 	exporterMissing bool
 }
 
-// observeAuth reads spec.passwordSecret, NAME-auth and the Secrets of spec.users. A
-// missing Secret is a refusal (s.specErr): the operator never falls back to no password,
-// it keeps the password the instances have (NAME-auth, or the one it last used).
+// Why a cluster has no password (scope.noPassword).
+const (
+	// noPasswordDisabled: spec.disablePassword, set when the cluster was created.
+	noPasswordDisabled = "Disabled"
+	// noPasswordLegacy: an older operator formed the cluster without a password, before
+	// a password was the default; it keeps running without one (no silent lock-out).
+	noPasswordLegacy = "FormedWithoutPassword"
+)
+
+// ReasonNoPassword: the Warning that a cluster formed without a password by an older
+// operator keeps running without one.
+const ReasonNoPassword = "NoPassword"
+
+// legacyNoPasswordNotice is what a cluster formed without a password by an older
+// operator says in its status reason, its PasswordSet condition and a Warning event.
+const legacyNoPasswordNotice = "This cluster was formed without a password (by an operator before passwords were the default) and keeps running without one: " +
+	"every client that reaches port 6379 may do anything. A password cannot be added in place (replicas and their masters would stop replicating during the roll): " +
+	"create a new RedisCluster (it gets a generated password, or spec.passwordSecret's) and move the data to it, " +
+	"or set spec.disablePassword: true to keep this one without a password on purpose (and spec.networkPolicy to limit who reaches it)"
+
+// formedWithoutPassword reports whether the status says the cluster got past None
+// without a password ever recorded: what a cluster an older operator made without
+// spec.passwordSecret looks like. A cluster with a password, the generated one included,
+// has status.auth from its first reconcile past None on (and NAME-auth before its pods).
+func formedWithoutPassword(rc *redisv1alpha1.RedisCluster) bool {
+	p := rc.Status.Phase
+	return p != "" && p != redisv1alpha1.PhaseNone && rc.Status.Auth == nil
+}
+
+// observeAuth decides whether the cluster has a password and reads it: spec.passwordSecret,
+// or without it the password the operator generates and keeps in NAME-auth; none with
+// spec.disablePassword or for a cluster an older operator formed without one. It reads
+// NAME-auth and the Secrets of spec.users. A missing Secret is a refusal (s.specErr): the
+// operator never falls back to no password, it keeps the password the instances have
+// (NAME-auth, or the one it last used).
 func (r *Reconciler) observeAuth(ctx context.Context, s *scope) error {
 	rc := s.cluster
 	ref := rc.Spec.PasswordSecret
-	if ref == nil {
-		return nil
-	}
 	a := &authState{}
 	s.auth = a
-	if ref.Name == authSecretName(rc.Name) {
+	if ref != nil && ref.Name == authSecretName(rc.Name) {
 		s.specErr = fmt.Errorf("spec.passwordSecret.name: %q is the Secret the operator writes for this RedisCluster (NAME-auth); put the password in a Secret of your own", ref.Name)
 		return nil
 	}
 	if err := r.readAuthSecret(ctx, s); err != nil {
 		return err
 	}
-	pw, missing, err := readSecretKey(ctx, r.APIReader, rc.Namespace, ref.Name, ref.Key, "spec.passwordSecret")
-	if err != nil {
-		return err
+	legacy := formedWithoutPassword(rc) && !a.exists
+	switch {
+	case rc.Spec.DisablePassword && legacy, rc.Spec.DisablePassword && !a.exists && rc.Status.Auth == nil:
+		s.auth, s.noPassword = nil, noPasswordDisabled
+		return nil
+	case rc.Spec.DisablePassword:
+		// The instances have a password: rendering them without one would roll every pod
+		// to a server that accepts anyone, and cut the operator off meanwhile.
+		if s.specErr == nil {
+			s.specErr = errors.New("spec.disablePassword: this cluster has a password (Secret NAME-auth); it cannot be removed in place: remove spec.disablePassword, or create a new RedisCluster with it")
+		}
+		ref = nil
+	case legacy:
+		s.auth, s.noPassword, s.passwordNotice = nil, noPasswordLegacy, legacyNoPasswordNotice
+		s.notices = append(s.notices, legacyNoPasswordNotice)
+		switch {
+		case ref != nil && s.specErr == nil:
+			s.specErr = errors.New("spec.passwordSecret: this cluster was formed without a password and cannot be given one in place (replicas and their masters would stop replicating during the roll); remove spec.passwordSecret, or create a new RedisCluster with it and move the data")
+		case len(rc.Spec.Users) > 0 && s.specErr == nil:
+			s.specErr = errors.New("spec.users: this cluster was formed without a password, and ACL users need one on the default user; remove spec.users, or create a new RedisCluster with them")
+		}
+		return nil
 	}
-	a.desired = pw
-	if a.active == "" {
-		if last, ok := r.redis.lastPassword(client.ObjectKeyFromObject(rc)); ok {
-			a.active = last
-		} else {
-			a.active = a.desired
+	if ref == nil {
+		if err := r.generatedPassword(s); err != nil {
+			return err
+		}
+	} else {
+		pw, missing, err := readSecretKey(ctx, r.APIReader, rc.Namespace, ref.Name, ref.Key, "spec.passwordSecret")
+		if err != nil {
+			return err
+		}
+		a.desired = pw
+		if a.active == "" {
+			if last, ok := r.redis.lastPassword(client.ObjectKeyFromObject(rc)); ok {
+				a.active = last
+			} else {
+				a.active = a.desired
+			}
+		}
+		if missing != "" && s.specErr == nil {
+			s.specErr = fmt.Errorf("%s; %s", missing, keepingPassword(a))
 		}
 	}
-	if missing != "" && s.specErr == nil {
-		s.specErr = fmt.Errorf("%s; %s", missing, keepingPassword(a))
-	}
 	if a.exporter == "" {
-		if a.exporter, err = newExporterPassword(); err != nil {
+		var err error
+		if a.exporter, err = newRandomPassword("the exporter's password"); err != nil {
 			return err
 		}
 		a.exporterMissing = a.exists
 	}
 	s.creds.user, s.creds.password, s.creds.previous = redis.OperatorUser, a.active, a.previous
 	return r.observeUsers(ctx, s)
+}
+
+// generatedPassword is the password of a cluster without spec.passwordSecret: the one the
+// instances have (NAME-auth, or the one the operator last used), as if a Secret named it,
+// so removing spec.passwordSecret keeps the password it gave. A new cluster gets 32 random
+// bytes, written to NAME-auth (key password) before any pod starts; never logged. A cluster
+// that had a password (status.auth) whose NAME-auth is gone, with an operator that has not
+// used it since it started, is refused: a new password would lock the instances' clients
+// and the operator out.
+func (r *Reconciler) generatedPassword(s *scope) error {
+	a := s.auth
+	if a.active == "" {
+		if last, ok := r.redis.lastPassword(client.ObjectKeyFromObject(s.cluster)); ok {
+			a.active = last
+		}
+	}
+	switch {
+	case a.active != "":
+	case s.cluster.Status.Auth != nil:
+		if s.specErr == nil {
+			s.specErr = errors.New("spec.passwordSecret: the cluster's generated password was in Secret NAME-auth, which is gone, and the operator has not used it since it started; " +
+				"restore NAME-auth, or put the password the instances have in a Secret of your own and name it in spec.passwordSecret; nothing is changed until then")
+		}
+		return nil
+	default:
+		pw, err := newRandomPassword("the cluster's password")
+		if err != nil {
+			return err
+		}
+		a.active = pw
+	}
+	a.desired = a.active
+	return nil
 }
 
 // keepingPassword says which password the operator keeps using while the Secret is missing.
@@ -149,13 +241,14 @@ func (r *Reconciler) readAuthSecret(ctx context.Context, s *scope) error {
 	return nil
 }
 
-// newExporterPassword makes the exporter user's password: 32 random bytes, hex. It is
-// never rotated (the sidecar reads it from its env when its pod starts) and grants only
-// metrics (redis.ExporterRules).
-func newExporterPassword() (string, error) {
+// newRandomPassword makes a password: 32 random bytes, hex (64 characters, nothing a
+// redis.conf line would need to quote). The exporter user's is never rotated (the sidecar
+// reads it from its env when its pod starts) and grants only metrics
+// (redis.ExporterRules); the cluster's generated one is the default user's.
+func newRandomPassword(what string) (string, error) {
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("failed to make the exporter's password: %w", err)
+		return "", fmt.Errorf("failed to make %s: %w", what, err)
 	}
 	return hex.EncodeToString(b), nil
 }
@@ -163,7 +256,7 @@ func newExporterPassword() (string, error) {
 // exporterUser is the operator's ACL user for the exporter sidecar: only with a sidecar
 // (spec.pod[0].monitorImage) on a cluster with a password.
 func exporterUser(rc *redisv1alpha1.RedisCluster, a *authState) (redis.User, bool) {
-	if a == nil || rc.Spec.PasswordSecret == nil || len(rc.Spec.Pod) == 0 || rc.Spec.Pod[0].MonitorImage == "" {
+	if a == nil || len(rc.Spec.Pod) == 0 || rc.Spec.Pod[0].MonitorImage == "" {
 		return redis.User{}, false
 	}
 	return redis.User{Name: redis.ExporterUser, Hashes: []string{redis.PasswordHash(a.exporter)}, Rules: redis.ExporterRules()}, true

@@ -55,6 +55,7 @@ func TestPasswordRotationAndUsers(t *testing.T) {
 			Data: map[string][]byte{"password": []byte("app-secret")}}
 		g.Expect(apiClient.Create(ctx, appSecret)).To(Succeed())
 		rc.Spec.PasswordSecret = &redisv1alpha1.SecretKeyReference{Name: "pw", Key: "password"}
+		rc.Spec.DisablePassword = false
 	})
 	kc := newKeyClient(t, servers, oldPW)
 	keys := writeKeys(t, kc, 300)

@@ -38,6 +38,7 @@ func TestOperatorMakesTheExporterUser(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			rc := &redisv1alpha1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "ns", UID: "uid-1"}}
 			rc.Spec.PasswordSecret = &redisv1alpha1.SecretKeyReference{Name: "pw", Key: "password"}
+			rc.Spec.DisablePassword = false
 			rc.Spec.Pod = []redisv1alpha1.RedisPodTemplate{{MonitorImage: "oliver006/redis_exporter:v1.88.0"}}
 			rc.Spec.Users = []redisv1alpha1.RedisUser{{Name: "exporter", PasswordSecret: redisv1alpha1.SecretKeyReference{Name: "exp-pw", Key: "password"}, Rules: "+@all ~*"}}
 			objs := []client.Object{

@@ -59,7 +59,13 @@ func (r *Reconciler) observeSpec(ctx context.Context, s *scope) error {
 		// re-rendered without the password or configuration the spec names.
 		return nil
 	}
-	objs, err := r.Renderer.Render(s.cluster, userConf)
+	rc := s.cluster
+	if s.noPassword == noPasswordLegacy {
+		// Rendered as it was formed, without a password, as if spec.disablePassword said so.
+		rc = rc.DeepCopy()
+		rc.Spec.DisablePassword = true
+	}
+	objs, err := r.Renderer.Render(rc, userConf)
 	if err != nil {
 		s.specErr = err
 		return nil

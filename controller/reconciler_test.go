@@ -23,6 +23,10 @@ import (
 	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
+// newCluster is a cluster without a password (disablePassword): the tests that use it are
+// about something else and start redis-servers without one. The password tests set
+// spec.passwordSecret (and disablePassword false), and TestSecureDefaults starts from the
+// defaults.
 func newCluster(ns string, replicas int32) *redisv1alpha1.RedisCluster {
 	return &redisv1alpha1.RedisCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo"},
@@ -31,6 +35,7 @@ func newCluster(ns string, replicas int32) *redisv1alpha1.RedisCluster {
 			ReplicasPerMaster: ptr.To[int32](1),
 			Finalizers:        redisv1alpha1.FinalizersForeground,
 			Version:           "7.2",
+			DisablePassword:   true,
 		},
 	}
 }

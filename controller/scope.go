@@ -26,11 +26,18 @@ type scope struct {
 	// (observeSpec). Never edited: decide derives s.desired from them.
 	rendered []*unstructured.Unstructured
 	// creds are what the operator authenticates to Redis with: its ACL user and the
-	// password the instances have, none without spec.passwordSecret (observeSpec).
+	// password the instances have, none for a cluster without a password (observeSpec).
 	creds credentials
-	// auth is the password and users asked for and applied; nil without
-	// spec.passwordSecret (observeSpec, reconcileAuth).
+	// auth is the password and users asked for and applied; nil for a cluster without a
+	// password (observeSpec, reconcileAuth).
 	auth *authState
+	// noPassword says why the cluster has no password: "" (it has one),
+	// noPasswordDisabled (spec.disablePassword) or noPasswordLegacy (formed without one
+	// by an older operator) (observeSpec).
+	noPassword string
+	// passwordNotice is the notice of a cluster an older operator formed without a
+	// password, also in notices (observeSpec).
+	passwordNotice string
 	// tls is the certificate of spec.tls.secretName; nil without spec.tls or when the
 	// Secret cannot be used (observeSpec).
 	tls *tlsState

@@ -34,6 +34,10 @@ const (
 	// Bootstrap only runs while it is not True: a formed cluster that loses slots is
 	// healed or reported, never silently "created" again.
 	ConditionFormed = "Formed"
+	// ConditionPasswordSet is True when the instances require a password (reason
+	// Generated or FromSecret), False when they have none (reason Disabled, or
+	// FormedWithoutPassword for a cluster an older operator formed without one).
+	ConditionPasswordSet = "PasswordSet"
 )
 
 // Per-instance condition reasons (status.conditions[].reason).
@@ -104,7 +108,12 @@ func computeStatus(s *scope, succeeded bool) redisv1alpha1.RedisClusterStatus {
 	if s.conf.status != nil {
 		st.LiveConfig = s.conf.status
 	}
-	if s.auth != nil || rc.Spec.PasswordSecret == nil {
+	// Kept when the password cannot be read now (a Secret missing): status.auth is the
+	// memory that the cluster has a password (formedWithoutPassword).
+	switch {
+	case s.noPassword != "":
+		st.Auth = nil
+	case s.auth != nil && s.auth.active != "":
 		st.Auth = authStatus(s)
 	}
 	st.TLS = nil
@@ -151,6 +160,7 @@ func setClusterConditions(st *redisv1alpha1.RedisClusterStatus, s *scope) {
 	meta.SetStatusCondition(&st.ClusterConditions, ready)
 	meta.SetStatusCondition(&st.ClusterConditions, degraded(phase, s))
 	setConfigured(st, s)
+	setPasswordSet(st, s)
 	if phase == fsm.Running && !formedOnce(st) {
 		meta.SetStatusCondition(&st.ClusterConditions, metav1.Condition{Type: ConditionFormed, Status: metav1.ConditionTrue,
 			Reason: "Bootstrapped", Message: "the Redis cluster was formed", ObservedGeneration: s.cluster.Generation})
@@ -276,4 +286,23 @@ func instanceHealth(p *corev1.Pod, f topology.MemberFacts, known bool) (corev1.C
 // formedOnce reports whether the cluster has been formed before.
 func formedOnce(st *redisv1alpha1.RedisClusterStatus) bool {
 	return meta.IsStatusConditionTrue(st.ClusterConditions, ConditionFormed)
+}
+
+// setPasswordSet is the PasswordSet condition: whether the instances require a password,
+// and where it comes from. Unchanged while the spec is refused before it was decided.
+func setPasswordSet(st *redisv1alpha1.RedisClusterStatus, s *scope) {
+	c := metav1.Condition{Type: ConditionPasswordSet, ObservedGeneration: s.cluster.Generation}
+	switch {
+	case s.noPassword == noPasswordLegacy:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, noPasswordLegacy, legacyNoPasswordNotice
+	case s.noPassword == noPasswordDisabled:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, noPasswordDisabled, "spec.disablePassword: every client that reaches port 6379 may do anything"
+	case s.auth != nil && s.cluster.Spec.PasswordSecret != nil:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, "FromSecret", "the instances require the password of spec.passwordSecret"
+	case s.auth != nil:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, "Generated", "the instances require the password the operator generated: Secret NAME-auth, key password"
+	default:
+		return
+	}
+	meta.SetStatusCondition(&st.ClusterConditions, c)
 }

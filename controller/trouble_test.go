@@ -315,6 +315,7 @@ func TestDeletedPasswordSecretKeepsTheLastPassword(t *testing.T) {
 			t.Fatal(err)
 		}
 		rc.Spec.PasswordSecret = &redisv1alpha1.SecretKeyReference{Name: "redis-auth", Key: "password"}
+		rc.Spec.DisablePassword = false
 	})
 	kc := newKeyClient(t, servers, password)
 	keys := writeKeys(t, kc, 500)

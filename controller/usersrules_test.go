@@ -21,6 +21,7 @@ func TestUsersRulesBypassesAreRefused(t *testing.T) {
 	for _, rules := range []string{"+@all ~* NOPASS", "+@all ~*\t>hunter2", `+@all ~* "\x3ehunter2"`, `+@all ~* no"pass"`} {
 		rc := &redisv1alpha1.RedisCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "ns", UID: "uid-1"}}
 		rc.Spec.PasswordSecret = &redisv1alpha1.SecretKeyReference{Name: "pw", Key: "password"}
+		rc.Spec.DisablePassword = false
 		rc.Spec.Users = []redisv1alpha1.RedisUser{
 			{Name: "app", PasswordSecret: redisv1alpha1.SecretKeyReference{Name: "app-pw", Key: "password"}, Rules: "+@read ~*"},
 			{Name: "evil", PasswordSecret: redisv1alpha1.SecretKeyReference{Name: "app-pw", Key: "password"}, Rules: rules},

@@ -78,7 +78,8 @@ if [[ -n $name ]]; then
 	echo "  kubectl get pods -n $ns -o wide"
 	if [[ -n $ip ]]; then
 		echo "  kubectl logs -n $ns $pod -c redis"
-		echo "  kubectl exec -n $ns $pod -c redis -- redis-cli -h $ip cluster info"
+		echo "  export REDISCLI_AUTH=\$(kubectl get secret -n $ns $name-auth -o jsonpath='{.data.password}' | base64 -d)   # the generated password"
+		echo "  redis-cli -h $ip cluster info"
 		echo "  redis-cli -c -h $ip -p 6379          # from this machine, which routes to the pods"
 	fi
 fi

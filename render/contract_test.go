@@ -127,7 +127,8 @@ func TestPodContract(t *testing.T) {
 					authVol = &sts.Spec.Template.Spec.Volumes[i]
 				}
 			}
-			if ps := rc.Spec.PasswordSecret; ps != nil {
+			// A password unless disablePassword: spec.passwordSecret's or the generated one.
+			if !rc.Spec.DisablePassword {
 				if !hasInclude {
 					t.Errorf("redis.conf does not include the auth file")
 				}
@@ -140,7 +141,7 @@ func TestPodContract(t *testing.T) {
 					t.Errorf("auth not mounted read-only at /etc/redis-auth: %+v", m)
 				}
 			} else if hasInclude || authVol != nil {
-				t.Errorf("auth file without a passwordSecret")
+				t.Errorf("auth file with disablePassword")
 			}
 			wantPorts := 2
 			if rc.Spec.TLS != nil && !rc.Spec.TLS.DisablePlainPort {

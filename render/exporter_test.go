@@ -28,15 +28,17 @@ func TestExporterCredentialsAndPort(t *testing.T) {
 		name      string
 		monitor   bool
 		password  *redisv1alpha1.SecretKeyReference
+		disabled  bool
 		users     []redisv1alpha1.RedisUser
 		user      string // REDIS_USER, "" for none
 		secret    string // REDIS_PASSWORD's Secret/key, "" for none
 		container bool
 	}{
-		{"no sidecar", false, pw, nil, "", "", false},
-		{"no password", true, nil, nil, "", "", true},
-		{"the operator's exporter user", true, pw, []redisv1alpha1.RedisUser{appUser}, "operator-exporter", "NAME-auth/exporter-password", true},
-		{"a spec.users entry named exporter is not used", true, pw, []redisv1alpha1.RedisUser{appUser, exporterUser}, "operator-exporter", "NAME-auth/exporter-password", true},
+		{"no sidecar", false, pw, false, nil, "", "", false},
+		{"disablePassword", true, nil, true, nil, "", "", true},
+		{"the generated password", true, nil, false, nil, "operator-exporter", "NAME-auth/exporter-password", true},
+		{"the operator's exporter user", true, pw, false, []redisv1alpha1.RedisUser{appUser}, "operator-exporter", "NAME-auth/exporter-password", true},
+		{"a spec.users entry named exporter is not used", true, pw, false, []redisv1alpha1.RedisUser{appUser, exporterUser}, "operator-exporter", "NAME-auth/exporter-password", true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -45,7 +47,7 @@ func TestExporterCredentialsAndPort(t *testing.T) {
 				t.Fatal(err)
 			}
 			rc := rcs[0]
-			rc.Spec.PasswordSecret, rc.Spec.Users = c.password, c.users
+			rc.Spec.PasswordSecret, rc.Spec.Users, rc.Spec.DisablePassword = c.password, c.users, c.disabled
 			if len(rc.Spec.Pod) == 0 {
 				rc.Spec.Pod = []redisv1alpha1.RedisPodTemplate{{}}
 			}

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 )
 
 // byKind returns the first rendered object of kind, nil when there is none.
@@ -49,6 +51,9 @@ func TestPodsAreRestricted(t *testing.T) {
 			}
 			if psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
 				t.Errorf("pod seccompProfile %+v: want RuntimeDefault", psc.SeccompProfile)
+			}
+			if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+				t.Errorf("automountServiceAccountToken %v: want false (nothing in the pod uses the token)", pod.AutomountServiceAccountToken)
 			}
 			tmp := false
 			for _, v := range pod.Volumes {
@@ -330,6 +335,48 @@ func TestTLSOnly(t *testing.T) {
 			if p.Port != 6379 && p.Port != 16379 {
 				t.Errorf("Service %s has port %d with disablePlainPort", svc.Name, p.Port)
 			}
+		}
+	}
+}
+
+// TestFreshClusterHasPasswordAndNoToken: a RedisCluster with no setting but its size and
+// version gets a password (redis.conf includes the auth file of NAME-auth, which the pods
+// mount, and protected mode is on) and pods without the ServiceAccount token; only
+// spec.disablePassword renders the old, password-less redis.conf, with protected mode off
+// (it would refuse every client, replica and the operator).
+func TestFreshClusterHasPasswordAndNoToken(t *testing.T) {
+	r := newRenderer(t)
+	for _, disabled := range []bool{false, true} {
+		rc := &redisv1alpha1.RedisCluster{
+			ObjectMeta: metav1.ObjectMeta{Name: "fresh", Namespace: "default"},
+			Spec:       redisv1alpha1.RedisClusterSpec{Replicas: 6, Version: "7.0", DisablePassword: disabled},
+		}
+		objs, err := r.Render(rc, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sts appsv1.StatefulSet
+		var cm corev1.ConfigMap
+		fromUnstructured(t, byKind(objs, "StatefulSet"), &sts)
+		fromUnstructured(t, byKind(objs, "ConfigMap"), &cm)
+		pod := sts.Spec.Template.Spec
+		if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+			t.Errorf("disablePassword %v: automountServiceAccountToken %v, want false", disabled, pod.AutomountServiceAccountToken)
+		}
+		lines := strings.Split(cm.Data["redis.conf"], "\n")
+		auth := slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool {
+			return v.Name == "auth" && v.Secret != nil && v.Secret.SecretName == "fresh-auth"
+		})
+		include := slices.Contains(lines, "include /etc/redis-auth/auth.conf")
+		protected := "protected-mode yes"
+		if disabled {
+			protected = "protected-mode no"
+		}
+		if auth == disabled || include == disabled {
+			t.Errorf("disablePassword %v: auth volume %v, include %v; want both %v", disabled, auth, include, !disabled)
+		}
+		if !slices.Contains(lines, protected) {
+			t.Errorf("disablePassword %v: redis.conf lacks %q:\n%s", disabled, protected, cm.Data["redis.conf"])
 		}
 	}
 }

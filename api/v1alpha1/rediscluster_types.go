@@ -48,7 +48,9 @@ const FinalizersForeground = "foreground"
 // +kubebuilder:validation:XValidation:rule="(has(self.pod) && size(self.pod) > 0 && has(self.pod[0].volumes) && has(self.pod[0].volumes.type) ? self.pod[0].volumes.type : 'emptyDir') == (has(oldSelf.pod) && size(oldSelf.pod) > 0 && has(oldSelf.pod[0].volumes) && has(oldSelf.pod[0].volumes.type) ? oldSelf.pod[0].volumes.type : 'emptyDir')",messageExpression="'spec.pod[0].volumes.type: cannot change from ' + (has(oldSelf.pod) && size(oldSelf.pod) > 0 && has(oldSelf.pod[0].volumes) && has(oldSelf.pod[0].volumes.type) ? oldSelf.pod[0].volumes.type : 'emptyDir') + ' to ' + (has(self.pod) && size(self.pod) > 0 && has(self.pod[0].volumes) && has(self.pod[0].volumes.type) ? self.pod[0].volumes.type : 'emptyDir') + ' on an existing cluster (the data would be left behind); create a new RedisCluster instead'",fieldPath=".pod",reason="FieldValueForbidden"
 // +kubebuilder:validation:XValidation:rule="!has(self.updateStrategy) || !has(self.updateStrategy.type) || self.updateStrategy.type != 'AssignReceive' || !has(self.updateStrategy.assignStrategies) || self.replicas < 0 || (has(self.replicasPerMaster) ? self.replicasPerMaster : 1) < 0 || size(self.updateStrategy.assignStrategies) <= self.replicas / (1 + (has(self.replicasPerMaster) ? self.replicasPerMaster : 1))",message="spec.updateStrategy.assignStrategies: more entries than masters; entry i is for the i-th master a scale-out adds, so there are at most as many entries as the masters spec.replicas gives (the operator refuses any count other than the masters added)",fieldPath=".updateStrategy.assignStrategies",reason="FieldValueInvalid"
 // +kubebuilder:validation:XValidation:rule="has(self.tls) == has(oldSelf.tls)",message="spec.tls: cannot be added to or removed from an existing cluster (instances with and without TLS cannot share a cluster bus); create a new RedisCluster instead",fieldPath=".tls",reason="FieldValueForbidden"
-// +kubebuilder:validation:XValidation:rule="!has(self.users) || size(self.users) == 0 || has(self.passwordSecret)",message="spec.users: ACL users need spec.passwordSecret (without it the default user has no password and every client is allowed everything)",fieldPath=".users",reason="FieldValueRequired"
+// +kubebuilder:validation:XValidation:rule="!has(self.users) || size(self.users) == 0 || !has(self.disablePassword) || !self.disablePassword",message="spec.users: ACL users need a password on the default user; remove spec.disablePassword (without a password every client is allowed everything)",fieldPath=".users",reason="FieldValueForbidden"
+// +kubebuilder:validation:XValidation:rule="!has(self.disablePassword) || !self.disablePassword || !has(self.passwordSecret)",message="spec.disablePassword: cannot be set with spec.passwordSecret; choose a password (passwordSecret, or neither for a generated one) or none",fieldPath=".disablePassword",reason="FieldValueForbidden"
+// +kubebuilder:validation:XValidation:rule="(has(self.pause) && self.pause) || !self.version.matches('^[vV]?[0-5]([.-].*)?$')",message="spec.version: Redis below 6 is refused (no ACL users, and its clients can run code in the container); use 6.0 or later (a paused cluster may keep an older version until it is unpaused)",fieldPath=".version",reason="FieldValueInvalid"
 type RedisClusterSpec struct {
 	// replicas is the total number of Redis instances (pods), masters and replicas
 	// together (seed: `replicas`). Masters = replicas / (1 + replicasPerMaster); the
@@ -92,9 +94,10 @@ type RedisClusterSpec struct {
 	// +optional
 	Repository string `json:"repository,omitempty"`
 
-	// version is the Redis image tag (seed: `version`, e.g. 3.2.8 or "7.2" — quote a
+	// version is the Redis image tag (seed: `version`, e.g. "7.2" — quote a
 	// version YAML would read as a number). Changing it upgrades the cluster pod by pod.
-	// Required, not empty.
+	// A tag below 6 (3.2.8, 5.0.14-alpine) is refused unless the cluster is paused:
+	// Redis before 6 has no ACL users. Required, not empty.
 	// +kubebuilder:validation:MinLength=1
 	// +required
 	Version string `json:"version"`
@@ -119,10 +122,21 @@ type RedisClusterSpec struct {
 	// allows, into the Secret NAME-auth, which the pods mount and redis.conf includes: it
 	// is never in a process's arguments, a ConfigMap, a log, an event or the status.
 	// Changing the Secret rotates the password with no restart and no downtime (both
-	// are valid until every instance has the new one; docs/security.md). Default: no
-	// password.
+	// are valid until every instance has the new one; docs/security.md). Default: a
+	// password the operator generates (32 random bytes) and keeps in Secret NAME-auth,
+	// key "password", unless disablePassword; a cluster an older operator formed
+	// without a password keeps running without one (docs/security.md).
 	// +optional
 	PasswordSecret *SecretKeyReference `json:"passwordSecret,omitempty"`
+
+	// disablePassword runs the cluster with no password at all (addition): every client
+	// that reaches port 6379 may do anything, including CONFIG SET and reading every
+	// key. Not with passwordSecret or users. Only when the cluster is created: a
+	// cluster that has a password keeps it (the operator refuses, naming this field),
+	// and one formed without a password cannot be given one in place. Default false:
+	// the operator generates a password (see passwordSecret).
+	// +optional
+	DisablePassword bool `json:"disablePassword,omitempty"`
 
 	// users are application ACL users (addition), each with its password in a Secret
 	// and its ACL rules, applied live to every instance with ACL SETUSER (no restart)

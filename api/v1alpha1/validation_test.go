@@ -112,9 +112,33 @@ func TestBadSpecsAreRefused(t *testing.T) {
 		{
 			name: "users without a password",
 			mutate: func(rc *redisv1alpha1.RedisCluster) {
+				rc.Spec.DisablePassword = true
 				rc.Spec.Users = []redisv1alpha1.RedisUser{appUser("app", "+@read")}
 			},
-			want: []string{"spec.users", "need spec.passwordSecret"},
+			want: []string{"spec.users", "need a password on the default user"},
+		},
+		{
+			name: "disablePassword with a password Secret",
+			mutate: func(rc *redisv1alpha1.RedisCluster) {
+				rc.Spec.DisablePassword = true
+				rc.Spec.PasswordSecret = &redisv1alpha1.SecretKeyReference{Name: "redis-pw"}
+			},
+			want: []string{"spec.disablePassword", "cannot be set with spec.passwordSecret"},
+		},
+		{
+			name:   "Redis 5",
+			mutate: func(rc *redisv1alpha1.RedisCluster) { rc.Spec.Version = "5.0.14-alpine" },
+			want:   []string{"spec.version", "Redis below 6 is refused"},
+		},
+		{
+			name:   "Redis 3.2.8, the seed's, not paused",
+			mutate: func(rc *redisv1alpha1.RedisCluster) { rc.Spec.Version = "3.2.8" },
+			want:   []string{"spec.version", "Redis below 6 is refused"},
+		},
+		{
+			name:   "Redis 4 spelt with a v",
+			mutate: func(rc *redisv1alpha1.RedisCluster) { rc.Spec.Version = "v4" },
+			want:   []string{"spec.version", "Redis below 6 is refused"},
 		},
 		{
 			name: "a user named default",
@@ -309,6 +333,16 @@ func TestGoodSpecsAreAccepted(t *testing.T) {
 			rc.Spec.Replicas, rc.Spec.ReplicasPerMaster = 18, ptr.To[int32](5)
 		}},
 		{name: "odd instance count", mutate: func(rc *redisv1alpha1.RedisCluster) { rc.Spec.Replicas = 7 }},
+		{name: "users with the generated password", mutate: func(rc *redisv1alpha1.RedisCluster) {
+			rc.Spec.Users = []redisv1alpha1.RedisUser{appUser("app", "+@read")}
+		}},
+		{name: "no password on purpose", mutate: func(rc *redisv1alpha1.RedisCluster) { rc.Spec.DisablePassword = true }},
+		{name: "Redis 6", mutate: func(rc *redisv1alpha1.RedisCluster) { rc.Spec.Version = "6.2.14" }},
+		{name: "Redis 10", mutate: func(rc *redisv1alpha1.RedisCluster) { rc.Spec.Version = "10.0" }},
+		{name: "Redis latest", mutate: func(rc *redisv1alpha1.RedisCluster) { rc.Spec.Version = "latest" }},
+		{name: "Redis 3.2.8 paused (the seed)", mutate: func(rc *redisv1alpha1.RedisCluster) {
+			rc.Spec.Version, rc.Spec.Pause = "3.2.8", true
+		}},
 		{name: "the largest cluster", mutate: func(rc *redisv1alpha1.RedisCluster) { rc.Spec.Replicas = redisv1alpha1.MaxReplicas }},
 		{name: "pipeline as a number", mutate: func(rc *redisv1alpha1.RedisCluster) {
 			rc.Spec.UpdateStrategy.Pipeline = pipeline(intstr.FromInt32(100))

@@ -34,8 +34,14 @@ func TestExporterSidecarServesMetrics(t *testing.T) {
 	t.Run("no password", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		formDemo(ctx, t, "e2e-exporter", withExporter)
+		formDemo(ctx, t, "e2e-exporter", noPassword(withExporter))
 		expectExporters(ctx, t, "e2e-exporter", "demo")
+	})
+	t.Run("generated password", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		formDemo(ctx, t, "e2e-exporter-gen", withExporter)
+		expectExporters(ctx, t, "e2e-exporter-gen", "demo")
 	})
 	t.Run("password", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

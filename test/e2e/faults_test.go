@@ -43,7 +43,7 @@ type faultRun struct {
 // the replicas before it returns) and starts the writer.
 func startFault(ctx context.Context, t *testing.T, ns string, mutate func(*unstructured.Unstructured)) *faultRun {
 	t.Helper()
-	formDemo(ctx, t, ns, mutate)
+	formDemo(ctx, t, ns, noPassword(mutate))
 	f := &faultRun{t: t, ctx: ctx, ns: ns, r: stack.RouterFor(ns, "demo", ""), prefix: "pre"}
 	t.Cleanup(f.r.Close)
 	start := time.Now()

@@ -43,7 +43,7 @@ func ownOperator(t *testing.T, args ...string) *framework.Operator {
 func formIn(ctx context.Context, t *testing.T, ns string) {
 	t.Helper()
 	testNamespace(ctx, t, ns)
-	applyCluster(ctx, t, demoSample, ns, nil)
+	applyCluster(ctx, t, demoSample, ns, noPassword(nil))
 	if err := stack.WaitForPhase(ctx, ns, "demo", "Running", formTime); err != nil {
 		t.Fatal(err)
 	}

@@ -100,7 +100,7 @@ func healedAs(ctx context.Context, t *testing.T, ns, name string, old map[string
 		g.Expect(rc.Status.Phase).To(Equal(redisv1alpha1.PhaseRunning))
 		formed(g, rc)
 		for pod, ip := range now {
-			c := framework.NodeClient(ip, "")
+			c := framework.NodeClient(ip, pw(ctx, ns, name))
 			text, err := c.ClusterNodes(ctx).Result()
 			c.Close()
 			g.Expect(err).NotTo(HaveOccurred())

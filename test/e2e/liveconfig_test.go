@@ -167,7 +167,7 @@ func expectOnEveryPodG(ctx context.Context, g Gomega, ns, name, param, want stri
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(pods).To(HaveLen(6))
 	for _, p := range pods {
-		c := framework.NodeClient(p.Status.PodIP, "")
+		c := framework.NodeClient(p.Status.PodIP, pw(ctx, ns, name))
 		v, err := c.ConfigGet(ctx, param).Result()
 		c.Close()
 		g.Expect(err).NotTo(HaveOccurred(), p.Name)

@@ -100,7 +100,7 @@ type redisCounts struct{ masters, replicas, slots, open, bare int }
 func countsFromRedis(ctx context.Context, g Gomega, ns string) redisCounts {
 	var views []redisCounts
 	for _, ip := range podIPsG(ctx, g, ns) {
-		cl := framework.NodeClient(ip, "")
+		cl := framework.NodeClient(ip, pw(ctx, ns, "demo"))
 		text, err := cl.ClusterNodes(ctx).Result()
 		cl.Close()
 		g.Expect(err).NotTo(HaveOccurred())
@@ -161,7 +161,7 @@ func newestMaster(ctx context.Context, t *testing.T, ns string) masterShare {
 	t.Helper()
 	ips := podIPs(ctx, t, ns, "demo")
 	for _, pod := range []string{"demo-6", "demo-7"} {
-		cl := framework.NodeClient(ips[pod], "")
+		cl := framework.NodeClient(ips[pod], pw(ctx, ns, "demo"))
 		text, err := cl.ClusterNodes(ctx).Result()
 		n, derr := cl.DBSize(ctx).Result()
 		cl.Close()

@@ -162,7 +162,7 @@ func TestReapplyOverKeptData(t *testing.T) {
 			defer cancel()
 			ns, name := "e2e-reapply-"+map[string]string{"hostPath": "hostpath", "volumeClaimTemplate": "claims"}[vt], "demo"
 			waitForEmptyNodes(ctx, t)
-			formDemo(ctx, t, ns, volumeType(vt))
+			formDemo(ctx, t, ns, noPassword(volumeType(vt)))
 			preload(ctx, t, ns, name, "kept", reapplyKeys)
 			before := placed(ctx, t, ns, name)
 			oldIPs := podIPs(ctx, t, ns, name)
@@ -175,7 +175,7 @@ func TestReapplyOverKeptData(t *testing.T) {
 			t.Logf("deleted in %.1fs; pods gone", time.Since(start).Seconds())
 
 			start = time.Now()
-			applyCluster(ctx, t, demoSample, ns, volumeType(vt))
+			applyCluster(ctx, t, demoSample, ns, noPassword(volumeType(vt)))
 			if err := stack.WaitForPhase(ctx, ns, name, "Running", formTime); err != nil {
 				t.Fatal(err)
 			}
@@ -217,7 +217,7 @@ func TestReapplyAfterOrphanDelete(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	ns, name := "e2e-reapply-orphan", "demo"
-	formDemo(ctx, t, ns, nil)
+	formDemo(ctx, t, ns, noPassword(nil))
 	preload(ctx, t, ns, name, "kept", reapplyKeys)
 	oldIPs := podIPs(ctx, t, ns, name)
 
@@ -244,7 +244,7 @@ func TestReapplyAfterOrphanDelete(t *testing.T) {
 	}
 	time.Sleep(3 * time.Second) // the pods serve on their own meanwhile
 
-	applyCluster(ctx, t, demoSample, ns, nil)
+	applyCluster(ctx, t, demoSample, ns, noPassword(nil))
 	if err := stack.WaitForPhase(ctx, ns, name, "Running", formTime); err != nil {
 		t.Fatal(err)
 	}

@@ -179,6 +179,28 @@ func applyCluster(ctx context.Context, t *testing.T, file, ns string, mutate fun
 	return u
 }
 
+// noPassword is a mutate for a test about something else than the password (the fault
+// suite, re-applying over kept data, the fleet, upgrade rolls) whose raw clients dial
+// without one: it sets spec.disablePassword, as a user opting out writes it, after mutate.
+// The secure default (a generated password) is what TestRedisClusterLifecycle, the
+// restricted, security, exporter, TLS, healing, scale and live-configuration tests run.
+func noPassword(mutate func(*unstructured.Unstructured)) func(*unstructured.Unstructured) {
+	return func(u *unstructured.Unstructured) {
+		if mutate != nil {
+			mutate(u)
+		}
+		_ = unstructured.SetNestedField(u.Object, true, "spec", "disablePassword")
+	}
+}
+
+// pw is the password of cluster ns/name as its clients need it (framework's Password):
+// the generated one, spec.passwordSecret's, or "" for a cluster without one. An error
+// reads as "": the client's NOAUTH then says what went wrong.
+func pw(ctx context.Context, ns, name string) string {
+	p, _ := stack.Password(ctx, ns, name)
+	return p
+}
+
 func kubeClient(t *testing.T) client.Client {
 	t.Helper()
 	c, err := stack.Client()
@@ -244,7 +266,7 @@ func expectFormed(ctx context.Context, g Gomega, ns, name string, rc *redisv1alp
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(pods).To(HaveLen(6))
 	for _, p := range pods {
-		c := framework.NodeClient(p.Status.PodIP, "")
+		c := framework.NodeClient(p.Status.PodIP, pw(ctx, ns, name))
 		info, err := topology.ParseClusterInfo(c.ClusterInfo(ctx).Val())
 		c.Close()
 		g.Expect(err).NotTo(HaveOccurred())
@@ -308,9 +330,9 @@ func TestRedisClusterLifecycle(t *testing.T) {
 		g := NewWithT(t)
 		pods, err := stack.Pods(ctx, ns, selectorOf(name))
 		g.Expect(err).NotTo(HaveOccurred())
-		first := framework.NewClusterClient([]string{net.JoinHostPort(pods[0].Status.PodIP, "6379")}, "")
+		first := framework.NewClusterClient([]string{net.JoinHostPort(pods[0].Status.PodIP, "6379")}, pw(ctx, ns, name))
 		defer first.Close()
-		last := framework.NewClusterClient([]string{net.JoinHostPort(pods[5].Status.PodIP, "6379")}, "")
+		last := framework.NewClusterClient([]string{net.JoinHostPort(pods[5].Status.PodIP, "6379")}, pw(ctx, ns, name))
 		defer last.Close()
 		for i := 0; i < 50; i++ {
 			g.Expect(first.Set(ctx, fmt.Sprintf("key-%d", i), i, 0).Err()).To(Succeed())
@@ -319,7 +341,7 @@ func TestRedisClusterLifecycle(t *testing.T) {
 			g.Expect(last.Get(ctx, fmt.Sprintf("key-%d", i)).Int()).To(Equal(i))
 		}
 		// The sample's env MAXMEMORY: 64mb reached Redis as maxmemory.
-		node := framework.NodeClient(pods[0].Status.PodIP, "")
+		node := framework.NodeClient(pods[0].Status.PodIP, pw(ctx, ns, name))
 		defer node.Close()
 		g.Expect(node.ConfigGet(ctx, "maxmemory").Val()).To(Equal([]interface{}{"maxmemory", "67108864"}))
 	})
@@ -436,7 +458,7 @@ func TestOperatorKilledMidBootstrapFinishesIt(t *testing.T) {
 	ns, name := "e2e-crash", "demo"
 	testNamespace(ctx, t, ns)
 
-	applyCluster(ctx, t, demoSample, ns, nil)
+	applyCluster(ctx, t, demoSample, ns, noPassword(nil))
 	g.Eventually(func() error {
 		return kubeClient(t).Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &appsv1.StatefulSet{})
 	}, time.Minute, 100*time.Millisecond).Should(Succeed())
@@ -528,7 +550,7 @@ func snapshot(ctx context.Context, t *testing.T, ns, name string) state {
 		t.Fatal(err)
 	}
 	for _, p := range pods {
-		node := framework.NodeClient(p.Status.PodIP, "")
+		node := framework.NodeClient(p.Status.PodIP, pw(ctx, ns, name))
 		stats := node.Info(ctx, "commandstats").Val()
 		node.Close()
 		for _, line := range strings.Split(stats, "\n") {

@@ -88,7 +88,7 @@ func expectShapeG(ctx context.Context, g Gomega, ns, name string, pods, masters,
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(ps).To(HaveLen(pods))
 	for _, p := range ps {
-		c := framework.NodeClient(p.Status.PodIP, "")
+		c := framework.NodeClient(p.Status.PodIP, pw(ctx, ns, name))
 		text, err := c.ClusterNodes(ctx).Result()
 		c.Close()
 		g.Expect(err).NotTo(HaveOccurred())

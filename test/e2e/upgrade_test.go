@@ -92,7 +92,7 @@ func TestUpgradeFailsMastersOverBeforeRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	ns, name := "e2e-upgrade", "demo"
-	formDemo(ctx, t, ns, nil)
+	formDemo(ctx, t, ns, noPassword(nil))
 	writeKeys(ctx, t, ns, name, "upg", upgradeKeys)
 
 	w := &writer{errs: map[string]int{}}

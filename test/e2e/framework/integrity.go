@@ -18,10 +18,15 @@ func (s *Stack) Integrity(ctx context.Context, ns, name, password string) error 
 	return s.IntegrityTLS(ctx, ns, name, password, nil)
 }
 
-// IntegrityTLS is Integrity dialing every pod with cfg (a cluster with spec.tls).
+// IntegrityTLS is Integrity dialing every pod with cfg (a cluster with spec.tls). A
+// password "" is the cluster's own (Password).
 func (s *Stack) IntegrityTLS(ctx context.Context, ns, name, password string, cfg *tls.Config) error {
-	addrs, err := s.PodAddrs(ctx, ns, "app.kubernetes.io/instance="+name+",app.kubernetes.io/name=redis-cluster")
+	sel := "app.kubernetes.io/instance=" + name + ",app.kubernetes.io/name=redis-cluster"
+	addrs, err := s.PodAddrs(ctx, ns, sel)
 	if err != nil {
+		return err
+	}
+	if password, err = s.passwordOf(ctx, ns, sel, password); err != nil {
 		return err
 	}
 	return IntegrityOf(ctx, addrs, password, cfg)

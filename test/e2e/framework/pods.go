@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-redis/redis/v8"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -53,11 +54,49 @@ func (s *Stack) PodAddrs(ctx context.Context, ns, selector string) ([]string, er
 	return addrs, nil
 }
 
+// Password is the password of RedisCluster ns/name as a client needs it: Secret
+// NAME-auth's key password, which holds the password the instances have (the one the
+// operator generated for a cluster without spec.passwordSecret, or spec.passwordSecret's).
+// "" when the cluster has no NAME-auth (spec.disablePassword, or a cluster an older
+// operator formed without a password).
+func (s *Stack) Password(ctx context.Context, ns, name string) (string, error) {
+	c, err := s.Client()
+	if err != nil {
+		return "", err
+	}
+	sec := &corev1.Secret{}
+	switch err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-auth"}, sec); {
+	case apierrors.IsNotFound(err):
+		return "", nil
+	case err != nil:
+		return "", err
+	}
+	return string(sec.Data["password"]), nil
+}
+
+// passwordOf is password, or when it is "" the password of the cluster whose pods
+// selector selects (its instance label), as Password reads it.
+func (s *Stack) passwordOf(ctx context.Context, ns, selector, password string) (string, error) {
+	if password != "" {
+		return password, nil
+	}
+	for _, kv := range strings.Split(selector, ",") {
+		if name, ok := strings.CutPrefix(kv, "app.kubernetes.io/instance="); ok {
+			return s.Password(ctx, ns, name)
+		}
+	}
+	return "", nil
+}
+
 // RedisClient is a cluster-aware go-redis client seeded with the pods' addresses; it
-// follows MOVED/ASK to any pod, since every pod address is reachable on loopback.
+// follows MOVED/ASK to any pod, since every pod address is reachable on loopback. A
+// password "" is the cluster's own (Password).
 func (s *Stack) RedisClient(ctx context.Context, ns, selector, password string) (*ClusterClient, error) {
 	addrs, err := s.PodAddrs(ctx, ns, selector)
 	if err != nil {
+		return nil, err
+	}
+	if password, err = s.passwordOf(ctx, ns, selector, password); err != nil {
 		return nil, err
 	}
 	if len(addrs) == 0 {

@@ -26,6 +26,9 @@ import (
 type Router struct {
 	addrs    func(context.Context) ([]string, error)
 	password string
+	// passwordFn, when set, is asked for the password while password is "" (RouterFor: the
+	// cluster's own, once its NAME-auth exists).
+	passwordFn func(context.Context) (string, error)
 	// tls, when set, is what every connection dials with (a cluster with spec.tls).
 	tls *tls.Config
 
@@ -47,10 +50,13 @@ func NewRouter(addrs func(context.Context) ([]string, error), password string) *
 	return &Router{addrs: addrs, password: password, clients: map[string]*redis.Client{}}
 }
 
-// RouterFor routes to the pods of a cluster.
+// RouterFor routes to the pods of a cluster. A password "" is the cluster's own
+// (Password), read before the first connection (and again while there is none).
 func (s *Stack) RouterFor(ns, name, password string) *Router {
 	sel := "app.kubernetes.io/instance=" + name + ",app.kubernetes.io/name=redis-cluster"
-	return NewRouter(func(ctx context.Context) ([]string, error) { return s.PodAddrs(ctx, ns, sel) }, password)
+	r := NewRouter(func(ctx context.Context) ([]string, error) { return s.PodAddrs(ctx, ns, sel) }, password)
+	r.passwordFn = func(ctx context.Context) (string, error) { return s.Password(ctx, ns, name) }
+	return r
 }
 
 // Close closes every node client.
@@ -74,7 +80,7 @@ func (r *Router) SetPassword(password string) {
 	for _, c := range r.clients {
 		r.retired = append(r.retired, c)
 	}
-	r.password, r.clients = password, map[string]*redis.Client{}
+	r.password, r.clients, r.passwordFn = password, map[string]*redis.Client{}, nil
 }
 
 // SetTLS makes every later command dial with cfg (nil: plain TCP), on new connections;
@@ -93,6 +99,11 @@ func (r *Router) client(addr string) *redis.Client {
 	defer r.mu.Unlock()
 	c, ok := r.clients[addr]
 	if !ok {
+		if r.password == "" && r.passwordFn != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			r.password, _ = r.passwordFn(ctx)
+			cancel()
+		}
 		c = redis.NewClient(&redis.Options{Addr: addr, Password: r.password, MaxRetries: -1, TLSConfig: r.tls,
 			DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second, PoolSize: 4})
 		r.clients[addr] = c
