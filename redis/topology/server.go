@@ -75,6 +75,12 @@ func (s Server) AtomicSlotMigration() bool {
 	return s.Name == ServerValkey && s.AtLeast(9, 0)
 }
 
+// SetSlotBlocks reports whether CLUSTER SETSLOT waits for the node's replicas to apply it
+// (Valkey 8.0 and later), which a MULTI/EXEC must not contain.
+func (s Server) SetSlotBlocks() bool {
+	return s.Name == ServerValkey && s.AtLeast(8, 0)
+}
+
 // Servers counts the members by the server they said they run ("" for those that did not
 // say), e.g. during an upgrade from one version to another.
 func (s *ClusterState) Servers() map[string]int {

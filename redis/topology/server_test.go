@@ -24,6 +24,9 @@ func TestParseServer(t *testing.T) {
 			if got.AtomicSlotMigration() != c.asm {
 				t.Errorf("AtomicSlotMigration = %v, want %v", got.AtomicSlotMigration(), c.asm)
 			}
+			if got.SetSlotBlocks() != (c.want.Name == ServerValkey && c.at80) {
+				t.Errorf("SetSlotBlocks = %v", got.SetSlotBlocks())
+			}
 			if got.AtLeast(8, 0) != c.at80 {
 				t.Errorf("AtLeast(8, 0) = %v, want %v", got.AtLeast(8, 0), c.at80)
 			}
