@@ -7,11 +7,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // TestIdleReconcileCost: a reconcile of a Running cluster nobody changed reads CLUSTER
 // NODES and CLUSTER INFO once per node and nothing else (no INFO replication: no upgrade
-// can be under way), writes nothing to Redis or the API server, and comes back after the
+// can be under way; no INFO server: each process was asked once, when first seen), writes nothing to Redis or the API server, and comes back after the
 // health-check interval.
 func TestIdleReconcileCost(t *testing.T) {
 	g := NewWithT(t)
@@ -24,10 +25,14 @@ func TestIdleReconcileCost(t *testing.T) {
 	res := h.reconcile(rc)
 	g.Expect(h.redis.Count("cluster nodes")).To(Equal(6))
 	g.Expect(h.redis.Count("cluster info")).To(Equal(6))
-	g.Expect(h.redis.Count("info")).To(BeZero(), "INFO replication read by an idle reconcile")
+	g.Expect(h.redis.Count("info")).To(BeZero(), "INFO replication or server read by an idle reconcile")
 	g.Expect(h.redis.Writes()).To(BeZero())
 	g.Expect(h.writes()).To(BeEmpty(), "API writes of an idle reconcile")
 	g.Expect(res.RequeueAfter).To(Equal(requeueRunning))
+	// Every instance's server is in the status, learnt when the pods were first seen.
+	for _, c := range get(t, rc).Status.Conditions {
+		g.Expect(c.Server).To(HavePrefix("redis "), "status.conditions[].server of %s", c.Name)
+	}
 }
 
 // TestForgetClosesPools: a deleted cluster's clients and per-cluster memory are dropped.
@@ -36,9 +41,13 @@ func TestForgetClosesPools(t *testing.T) {
 	key := types.NamespacedName{Namespace: "ns", Name: "gone"}
 	h.r.redis.factory(key, credentials{})
 	h.r.failovers.Store(key, failoverSent{})
+	h.r.servers.Store(key, map[string]topology.Server{})
 	h.r.forget(key)
 	if _, ok := h.r.redis.byCR[key]; ok {
 		t.Error("the deleted cluster's Redis clients are still held")
+	}
+	if _, ok := h.r.servers.Load(key); ok {
+		t.Error("the deleted cluster's servers are still remembered")
 	}
 	if _, ok := h.r.failovers.Load(key); ok {
 		t.Error("the deleted cluster's failover memory is still held")

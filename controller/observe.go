@@ -243,6 +243,7 @@ func (r *Reconciler) observeRedis(ctx context.Context, s *scope) {
 		return
 	}
 	s.redis = st
+	r.learnServers(ctx, f, s, st)
 	if upgradeMayBeUnderWay(s) {
 		s.replication = observeReplication(ctx, f, st)
 	}

@@ -64,6 +64,9 @@ type Reconciler struct {
 	// a failover in flight is waited for rather than sent again. Lost on restart, which
 	// only means one more FAILOVER to a replica that is already taking over.
 	failovers sync.Map
+	// servers remembers, per cluster, what each Redis process runs (learnServers), so
+	// INFO server is read once per process, not every reconcile.
+	servers sync.Map
 	// progress remembers, per cluster, the status.progress last computed (rememberProgress):
 	// a resize step starts at once after the last, often from a cached CR that has not
 	// seen the status just written, and the step after a conflicting write must not lose
@@ -215,6 +218,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	r.redis.forget(key)
 	r.failWatches.Delete(key)
 	r.failovers.Delete(key)
+	r.servers.Delete(key)
 	r.stopsWarned.Delete(key)
 	r.progress.Delete(key)
 	r.holdsChecked.Delete(key)

@@ -258,10 +258,16 @@ func instanceConditions(s *scope) []redisv1alpha1.RedisClusterCondition {
 				c.MasterNodeID = f.NodeID
 			}
 		}
+		if known {
+			c.Server = f.Server
+		}
 		c.Status, c.Reason, c.Message = instanceHealth(p, f, known)
 		c.LastTransitionTime = metav1.NewTime(s.now)
 		if prev, ok := previous[p.Name]; ok && prev.Status == c.Status {
 			c.LastTransitionTime = prev.LastTransitionTime
+		}
+		if prev, ok := previous[p.Name]; ok && c.Server == "" && c.Instance != "" && prev.Instance == c.Instance {
+			c.Server = prev.Server // the same process, most likely: it did not answer this time
 		}
 		out = append(out, c)
 	}

@@ -22,6 +22,8 @@ type Admin interface {
 	Addr() string
 	ClusterNodes(ctx context.Context) ([]topology.Node, error)
 	ClusterInfo(ctx context.Context) (topology.ClusterInfo, error)
+	// Server reads INFO server: which server (Redis, Valkey) and version the node runs.
+	Server(ctx context.Context) (topology.Server, error)
 	// DBSize counts the node's keys; bootstrap refuses to claim a node that holds data.
 	DBSize(ctx context.Context) (int64, error)
 	// Meet asks this node to handshake with the node at addr ("ip:port").
@@ -200,6 +202,18 @@ func (a *admin) ClusterInfo(ctx context.Context) (topology.ClusterInfo, error) {
 		return topology.ClusterInfo{}, fmt.Errorf("failed to read CLUSTER INFO from %s: %w", a.addr, err)
 	}
 	return topology.ParseClusterInfo(text)
+}
+
+func (a *admin) Server(ctx context.Context) (topology.Server, error) {
+	text, err := a.c.Info(ctx, "server").Result()
+	if err != nil {
+		return topology.Server{}, fmt.Errorf("failed to read INFO server from %s: %w", a.addr, err)
+	}
+	s := topology.ParseServer(text)
+	if !s.Known() {
+		return s, fmt.Errorf("%s says no version in INFO server", a.addr)
+	}
+	return s, nil
 }
 
 func (a *admin) DBSize(ctx context.Context) (int64, error) {

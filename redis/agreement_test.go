@@ -11,7 +11,7 @@ import (
 )
 
 // scriptedNode answers CLUSTER NODES with the next of its views, the last one for ever
-// after, and CLUSTER INFO with state. Only what Observe reads is answered: the embedded
+// after, CLUSTER INFO with state and INFO server with Redis 7.0. Only what Observe reads is answered: the embedded
 // Admin is nil, so anything else would panic the test.
 type scriptedNode struct {
 	Admin
@@ -34,6 +34,10 @@ func (n *scriptedNode) ClusterNodes(context.Context) ([]topology.Node, error) {
 
 func (n *scriptedNode) ClusterInfo(context.Context) (topology.ClusterInfo, error) {
 	return topology.ParseClusterInfo("cluster_state:" + n.state + "\n")
+}
+
+func (n *scriptedNode) Server(context.Context) (topology.Server, error) {
+	return topology.Server{Name: topology.ServerRedis, Version: "7.0.15"}, nil
 }
 
 type scriptedFactory map[string]*scriptedNode

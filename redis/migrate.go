@@ -85,7 +85,7 @@ func (a *admin) SetSlots(ctx context.Context, slots []int, state, nodeID string)
 // (CLUSTER NODES), else SETSLOT NODE could fail after its STABLE; and MULTI goes alone,
 // since were it refused the commands after it would run one by one. A node that is not
 // that master, or refuses the transaction (an operator user whose ACL rules predate it),
-// gets SETSLOT NODE a slot, as before. The errors are per slot.
+// gets SETSLOT NODE a slot, as before, and so does Valkey (below). The errors are per slot.
 func (a *admin) ClaimSlots(ctx context.Context, slots []int, nodeID string) []error {
 	if len(slots) <= 1 {
 		return a.SetSlots(ctx, slots, "node", nodeID)
@@ -108,6 +108,14 @@ func (a *admin) ClaimSlots(ctx context.Context, slots []int, nodeID string) []er
 	}
 	if !isMasterNamed(nodes.Val(), nodeID) {
 		conn.Close() // before the fallback takes a connection of its own
+		return a.SetSlots(ctx, slots, "node", nodeID)
+	}
+	// Valkey 8 and later make CLUSTER SETSLOT wait for the node's replicas, which inside
+	// MULTI trips an assertion and kills the server (Valkey 8.1.1: multi.c:244
+	// 'c->flag.blocked == 0', seen in TestServers): there, a slot at a time.
+	info := goredis.NewStringCmd(ctx, "info", "server")
+	if err := conn.Process(ctx, info); err == nil && topology.ParseServer(info.Val()).SetSlotBlocks() {
+		conn.Close()
 		return a.SetSlots(ctx, slots, "node", nodeID)
 	}
 	if err := conn.Process(ctx, goredis.NewStatusCmd(ctx, "multi")); err != nil {

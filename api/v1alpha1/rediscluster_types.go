@@ -88,14 +88,17 @@ type RedisClusterSpec struct {
 	Finalizers string `json:"finalizers,omitempty"`
 
 	// repository is the Redis image repository (seed: `repository`); the image is
-	// repository:version unless pod[0].middlewareImage overrides it.
-	// Default "library/redis".
+	// repository:version unless pod[0].middlewareImage overrides it. "valkey/valkey"
+	// runs Valkey: the pods run `redis-server`, which the official Redis and Valkey
+	// images both have (docs/servers.md). Default "library/redis".
 	// +kubebuilder:default="library/redis"
 	// +optional
 	Repository string `json:"repository,omitempty"`
 
-	// version is the Redis image tag (seed: `version`, e.g. "7.2" — quote a
-	// version YAML would read as a number). Changing it upgrades the cluster pod by pod.
+	// version is the Redis image tag (seed: `version`, e.g. "7.0", "8.0", or "9.1" with
+	// repository valkey/valkey — quote a version YAML would read as a number). Changing
+	// it upgrades the cluster pod by pod. It names an image only: what each instance
+	// really runs is status.conditions[].server (INFO server).
 	// A tag below 6 (3.2.8, 5.0.14-alpine) is refused unless the cluster is paused:
 	// Redis before 6 has no ACL users. Required, not empty.
 	// +kubebuilder:validation:MinLength=1

@@ -256,6 +256,13 @@ type RedisClusterCondition struct {
 	// +optional
 	HostIP string `json:"hostIP,omitempty"`
 
+	// server is the server the instance runs and its version, as the instance itself
+	// says (INFO server), e.g. "redis 8.0.2" or "valkey 9.1.2" (addition): not the
+	// image's tag. Kept from the last answer while the instance does not answer at the
+	// same address; empty until it first answers.
+	// +optional
+	Server string `json:"server,omitempty"`
+
 	// status is "True" when the instance is up and part of the cluster, "False" when
 	// not, "Unknown" when it cannot be told (seed: `status`).
 	// +optional

@@ -6,13 +6,17 @@
 #
 #   redis.tar           docker.io/library/redis:7.0            Debian bookworm's redis-server/redis-tools, with dash as /bin/sh and a few coreutils
 #   redis-b.tar         docker.io/library/redis:7.0-b          the same, another label and marker file
+#   redis-8.0.tar       docker.io/library/redis:8.0            trixie's redis-server/redis-tools with trixie's libraries, dash and coreutils
+#   valkey-8.1.tar      docker.io/valkey/valkey:8.1            trixie's valkey-server/valkey-tools, likewise
+#   valkey-9.1.tar      docker.io/valkey/valkey:9.1            forky's valkey-server/valkey-tools, likewise
 #   redis-exporter.tar  docker.io/oliver006/redis_exporter:V   built from its Go module
 #   pause.tar           registry.k8s.io/pause:3.10             hack/devcluster/images/pause
 #   operator.tar        docker.io/library/redis-cluster-operator:dev   this repository, as the Dockerfile builds it
 #
 # Each image is rebuilt only when its inputs change (bin/images/.NAME.stamp): this script, the
 # image builder, and for Redis the Debian package versions and the host libraries copied in, for
-# the exporter and pause their module pins and source, for the operator its Go sources, embedded
+# for the newer servers the pinned package versions below, for the exporter and pause their
+# module pins and source, for the operator its Go sources, embedded
 # files, go.mod and go.sum. `./images.sh NAME...` builds only those.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -32,7 +36,22 @@ PAUSE_UID=65535 # as upstream's image
 OPERATOR_IMAGE=docker.io/library/redis-cluster-operator:dev
 NONROOT_UID=65532 # distroless's nonroot, as the Dockerfile
 
-ALL=(redis redis-b redis-exporter pause operator)
+# The newer servers come from newer Debian suites than the host's (bookworm), whose glibc and
+# OpenSSL are too old for them, so each image gets its suite's libraries too, resolved and
+# downloaded with apt-get on a private configuration under bin/apt/SUITE (the host's apt
+# configuration and package state are never touched; the mirror is the one the host's sources
+# name). Each server is pinned to an exact package version: a suite that moves on (the mirror
+# keeps only its newest) fails the build, naming the version it has, until the pin is updated.
+# The libraries follow the suite; /usr/share/doc/devcluster-packages in the image lists them.
+#   image       suite  packages                        version
+SERVERS=(
+	"redis-8.0  trixie redis-server:redis-tools   5:8.0.2-3+deb13u3"
+	"valkey-8.1 trixie valkey-server:valkey-tools 8.1.1+dfsg1-3+deb13u3"
+	"valkey-9.1 forky  valkey-server:valkey-tools 9.1.2-1"
+)
+APT_DIR=$ROOT/bin/apt
+
+ALL=(redis redis-b redis-8.0 valkey-8.1 valkey-9.1 redis-exporter pause operator)
 WANT=("$@")
 [[ ${#WANT[@]} -gt 0 ]] || WANT=("${ALL[@]}")
 
@@ -170,6 +189,190 @@ build_redis() {
 	mv "$OUT/redis-b.tar.new" "$OUT/redis-b.tar"
 }
 
+# server_line IMAGE: the SERVERS entry of IMAGE as "suite packages version".
+server_line() {
+	local l
+	for l in "${SERVERS[@]}"; do
+		read -r -a f <<<"$l"
+		if [[ ${f[0]} == "$1" ]]; then
+			echo "${f[1]} ${f[2]} ${f[3]}"
+			return
+		fi
+	done
+	return 1
+}
+
+server_pin() {
+	echo "$(common_pin) $(server_line "$1")"
+}
+
+# suite_apt SUITE ARGS...: apt-get (or apt-cache with APT=apt-cache) on SUITE alone, with a
+# private source list, state and cache under bin/apt/SUITE. The mirror is the host's: the URI of
+# its Debian source for its own suite.
+suite_apt() {
+	local suite=$1 d=$APT_DIR/$1
+	shift
+	if [[ ! -f $d/etc/sources.list ]]; then
+		local uri
+		uri=$(apt_mirror)
+		mkdir -p "$d/etc" "$d/state/lists/partial" "$d/cache/archives/partial"
+		: >"$d/state/status" # nothing installed: the whole dependency closure is resolved
+		echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $uri $suite main" >"$d/etc/sources.list"
+	fi
+	"${APT:-apt-get}" -o Dir::Etc::SourceList="$d/etc/sources.list" -o Dir::Etc::SourceParts=/dev/null \
+		-o Dir::Etc::Preferences=/dev/null -o Dir::Etc::PreferencesParts=/dev/null \
+		-o Dir::State="$d/state" -o Dir::State::status="$d/state/status" -o Dir::Cache="$d/cache" \
+		-o APT::Sandbox::User=root -o APT::Architecture=amd64 -o APT::Architectures::=amd64 \
+		-o Debug::NoLocking=1 "$@"
+}
+
+# apt_mirror: the Debian archive URI the host's sources use for its own suite.
+apt_mirror() {
+	local codename uri
+	codename=$(. /etc/os-release && echo "$VERSION_CODENAME")
+	uri=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null | awk -v s="$codename" '
+		/^URIs:/ {u = $2} /^Suites:/ {for (i = 2; i <= NF; i++) if ($i == s) {print u; exit}}')
+	[[ -n $uri ]] || uri=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
+		awk -v s="$codename" '$1 == "deb" {for (i = 2; i <= NF; i++) if ($i == s && $(i-1) ~ /^[a-z]+:\/\//) {print $(i-1); exit}}')
+	[[ -n $uri ]] || { echo "no Debian source for $codename in /etc/apt/sources.list*" >&2; exit 1; }
+	echo "$uri"
+}
+
+# suite_fetch SUITE PKG=VERSION...: the packages' .deb files (without their dependencies) in
+# bin/apt/SUITE/cache/archives, downloaded once; prints their paths.
+suite_fetch() {
+	local suite=$1 arch=$APT_DIR/$1/cache/archives p name ver f
+	shift
+	for p in "$@"; do
+		name=${p%%=*} ver=${p#*=}
+		f=$(ls "$arch/${name}_${ver//:/%3a}_"*.deb 2>/dev/null | head -1 || true)
+		if [[ -z $f ]]; then
+			(cd "$arch" && suite_apt "$suite" download -qq "$p")
+			f=$(ls "$arch/${name}_${ver//:/%3a}_"*.deb | head -1)
+		fi
+		echo "$f"
+	done
+}
+
+# suite_version SUITE PKG: the suite's version of PKG (after an update when the lists are missing).
+suite_version() {
+	APT=apt-cache suite_apt "$1" policy "$2" | awk '/Candidate:/ {print $2}'
+}
+
+# build_server IMAGE: a self-contained image of a server from a newer Debian suite (SERVERS):
+# the server's and its cli's binaries, the suite's dash and a few coreutils, and exactly the
+# shared libraries they load, from the suite's packages, with the suite's loader.
+build_server() {
+	local image=$1 suite pkgs ver engine tag
+	read -r suite pkgs ver <<<"$(server_line "$image")"
+	engine=${image%%-*} tag=${image#*-}
+	local server=${pkgs%%:*} tools=${pkgs#*:}
+	local dl=$WORK/$image-debs ex=$WORK/$image-extract rootfs=$WORK/$image-rootfs
+	mkdir -p "$dl" "$ex"
+
+	[[ -d $APT_DIR/$suite/state/lists && -n $(ls "$APT_DIR/$suite/state/lists" | grep -v -e partial -e lock) ]] ||
+		suite_apt "$suite" update -qq
+	local have
+	have=$(suite_version "$suite" "$tools")
+	if [[ $have != "$ver" ]]; then
+		suite_apt "$suite" update -qq
+		have=$(suite_version "$suite" "$tools")
+	fi
+	if [[ $have != "$ver" ]] && ! ls "$APT_DIR/$suite/cache/archives/${tools}_${ver//:/%3a}_"*.deb >/dev/null 2>&1; then
+		echo "$image: $suite has $tools $have, the pin (SERVERS in $SELF) is $ver" >&2
+		exit 1
+	fi
+
+	# The roots (the server, its tools, dash, coreutils) without their dependencies (the
+	# tools' would bring adduser or systemd), then the closure of their library dependencies.
+	local roots=("$server=$ver" "$tools=$ver") shell
+	for shell in dash coreutils libc-bin; do roots+=("$shell=$(suite_version "$suite" "$shell")"); done
+	local libs
+	mapfile -t libs < <(for p in "${roots[@]}"; do APT=apt-cache suite_apt "$suite" show "$p"; done |
+		awk '/^(Pre-)?Depends:/ {sub(/^[^:]*: /, ""); n = split($0, d, ", "); for (i = 1; i <= n; i++) {split(d[i], a, " "); print a[1]}}' |
+		grep '^lib' | sort -u)
+	local closure
+	mapfile -t closure < <(suite_apt "$suite" -s install --no-install-recommends "${libs[@]}" |
+		awk '/^Inst / {v = $3; sub(/^\(/, "", v); print $2 "=" v}')
+	[[ ${#closure[@]} -gt 0 ]] || { echo "$image: no libraries resolved in $suite" >&2; exit 1; }
+	local debs deb
+	mapfile -t debs < <(suite_fetch "$suite" "${roots[@]}" "${closure[@]}")
+	for deb in "${debs[@]}"; do dpkg-deb -x "$deb" "$ex"; done
+
+	local user=$engine uid=$REDIS_UID # the official images' account: redis or valkey, 999
+	base_rootfs "$rootfs" "$uid" "$user"
+	mkdir -p "$rootfs/usr/bin" "$rootfs/usr/sbin" "$rootfs/usr/lib/x86_64-linux-gnu" "$rootfs/usr/lib64" "$rootfs/data" "$rootfs/etc/$engine"
+	ln -s usr/bin "$rootfs/bin"
+	ln -s usr/sbin "$rootfs/sbin"
+	ln -s usr/lib "$rootfs/lib"
+	ln -s usr/lib64 "$rootfs/lib64"
+	cp -a "$ex"/usr/bin/"$engine"-* "$rootfs/usr/bin/"
+	if [[ $engine == valkey ]]; then
+		# As the official Valkey image (upstream's `make install`, USE_REDIS_SYMLINKS=yes): the
+		# Redis names too, so the operator's pods (command redis-server) and scripts run unchanged.
+		local b
+		for b in server cli benchmark check-aof check-rdb; do
+			[[ -e $rootfs/usr/bin/valkey-$b ]] && ln -s "valkey-$b" "$rootfs/usr/bin/redis-$b"
+		done
+	fi
+	local t
+	for t in "${REDIS_TOOLS[@]}"; do cp "$ex$t" "$rootfs/usr/bin/"; done
+	ln -s dash "$rootfs/usr/bin/sh"
+	# C.UTF-8, as in the official (Debian-based) images: Redis 8 and Valkey 8 refuse to start
+	# when LANG or LC_ALL names a locale the image lacks.
+	mkdir -p "$rootfs/usr/lib/locale"
+	cp -a "$ex/usr/lib/locale/C.utf8" "$rootfs/usr/lib/locale/"
+	local p
+	for p in "$server" "$tools"; do
+		mkdir -p "$rootfs/usr/share/doc/$p"
+		cp "$ex/usr/share/doc/$p/copyright" "$rootfs/usr/share/doc/$p/"
+	done
+
+	# The libraries: follow DT_NEEDED from every binary through the suite's library directories.
+	local queue=() elf so src
+	for elf in "$rootfs"/usr/bin/*; do [[ -L $elf ]] || queue+=("$elf"); done
+	while [[ ${#queue[@]} -gt 0 ]]; do
+		elf=${queue[0]} queue=("${queue[@]:1}")
+		for so in $(readelf -d "$elf" | awk '/\(NEEDED\)/ {gsub(/[][]/, "", $5); print $5}'); do
+			[[ -e $rootfs/usr/lib/x86_64-linux-gnu/$so ]] && continue
+			src=
+			for d in "$ex/usr/lib/x86_64-linux-gnu" "$ex/lib/x86_64-linux-gnu"; do
+				[[ -e $d/$so ]] && { src=$d/$so; break; }
+			done
+			[[ -n $src ]] || { echo "$image: $elf needs $so, which no package of the closure has" >&2; exit 1; }
+			cp -L "$src" "$rootfs/usr/lib/x86_64-linux-gnu/$so"
+			queue+=("$rootfs/usr/lib/x86_64-linux-gnu/$so")
+		done
+	done
+	local ld
+	ld=$(find "$ex" -name ld-linux-x86-64.so.2 | head -1)
+	cp -L "$ld" "$rootfs/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"
+	ln -s ../lib/x86_64-linux-gnu/ld-linux-x86-64.so.2 "$rootfs/usr/lib64/ld-linux-x86-64.so.2"
+	printf 'hosts: files dns\n' >"$rootfs/etc/nsswitch.conf"
+	printf '%s\n' "${roots[@]}" "${closure[@]}" | sort >"$rootfs/usr/share/doc/devcluster-packages"
+	if [[ $(id -u) == 0 ]]; then
+		chroot "$rootfs" /usr/bin/redis-server --version >/dev/null
+		chroot "$rootfs" /usr/bin/redis-cli --version >/dev/null
+		[[ $(chroot "$rootfs" /bin/sh -c 'id -un') == root ]]
+		# The server starts (its locale set up) and answers its own cli.
+		LANG=C.UTF-8 chroot "$rootfs" /usr/bin/redis-server --port 0 --unixsocket /tmp/s.sock --save '' --appendonly no --dir /tmp >/dev/null 2>&1 &
+		local srv=$! i
+		for i in $(seq 50); do [[ -S $rootfs/tmp/s.sock ]] && break; sleep 0.1; done
+		[[ $(chroot "$rootfs" /usr/bin/redis-cli -s /tmp/s.sock PING) == PONG ]] || { kill "$srv"; echo "$image: the server does not answer in the image" >&2; exit 1; }
+		kill "$srv"
+		wait "$srv" || true
+		rm -f "$rootfs/tmp/s.sock"
+	fi
+
+	local name=docker.io/library/redis:$tag
+	[[ $engine == valkey ]] && name=docker.io/valkey/valkey:$tag
+	imagebuild -rootfs "$rootfs" -name "$name" -o "$OUT/$image.tar.new" \
+		-cmd "[\"$engine-server\"]" -user "$uid:$uid" -workdir /data \
+		-chown "/data=$uid:$uid" \
+		-label "org.opencontainers.image.version=$ver"
+	mv "$OUT/$image.tar.new" "$OUT/$image.tar"
+}
+
 build_exporter() {
 	local rootfs=$WORK/exporter-rootfs
 	base_rootfs "$rootfs" "$EXPORTER_UID" exporter
@@ -201,6 +404,7 @@ build_operator() {
 for img in "${WANT[@]}"; do
 	case $img in
 	redis | redis-b) key=redis pin=redis_pin build=build_redis files=(redis redis-b) ;;
+	redis-8.0 | valkey-8.1 | valkey-9.1) key=$img pin="server_pin $img" build="build_server $img" files=("$img") ;;
 	redis-exporter) key=redis-exporter pin=exporter_pin build=build_exporter files=(redis-exporter) ;;
 	pause) key=pause pin=pause_pin build=build_pause files=(pause) ;;
 	operator) key=operator pin=operator_pin build=build_operator files=(operator) ;;

@@ -15,6 +15,8 @@ type MemberFacts struct {
 	Connected bool
 	// Failed is true when some member flags it fail or pfail.
 	Failed bool
+	// Server is what the member says it runs, e.g. "valkey 9.1.2"; "" when unknown.
+	Server string
 }
 
 // Facts lists per-member facts in member order, for the status conditions.
@@ -22,7 +24,7 @@ func (s *ClusterState) Facts() []MemberFacts {
 	out := make([]MemberFacts, len(s.Members))
 	for i := range s.Members {
 		m := &s.Members[i]
-		f := MemberFacts{Pod: m.Pod, Addr: m.Addr, Reachable: m.Reachable()}
+		f := MemberFacts{Pod: m.Pod, Addr: m.Addr, Reachable: m.Reachable(), Server: m.Server.String()}
 		if m.Err != nil {
 			f.Error = m.Err.Error()
 		}

@@ -16,6 +16,9 @@ type MemberState struct {
 	Err   error
 	Nodes []Node
 	Info  ClusterInfo
+	// Server is what the member says it runs (INFO server), zero when it did not say: a
+	// member that answers CLUSTER NODES and INFO but not INFO server is still reachable.
+	Server Server
 	// Keys is the member's DBSIZE when KeysKnown; Observe leaves it unknown to stay cheap,
 	// bootstrap reads it only for members it is about to claim.
 	Keys      int64
