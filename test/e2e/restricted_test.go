@@ -83,6 +83,15 @@ func TestRestrictedNamespaceAndDisruptionBudget(t *testing.T) {
 	g.Expect(out).To(MatchRegexp(`(?m)^Seccomp:\s+2$`), "seccomp filter (RuntimeDefault)")
 	g.Expect(out).To(MatchRegexp(`(?m)^NoNewPrivs:\s+1$`), "allowPrivilegeEscalation: false")
 
+	// `kubectl exec POD -- redis-cli` reaches the pod's own Redis on loopback, as with the
+	// official image; the generated password goes in on stdin, never in an argument.
+	pw, err := stack.Password(ctx, ns, name)
+	g.Expect(err).NotTo(HaveOccurred())
+	out, err = stack.KubectlIn(pw+"\n", "exec", "-i", "-n", ns, pods[0].Name, "-c", "redis", "--", "sh", "-c",
+		`read -r p; REDISCLI_AUTH="$p" redis-cli cluster info`)
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring("cluster_state:ok"), "redis-cli in the pod, on loopback")
+
 	// The budget: one pod of the cluster at a time.
 	pdb, err := cs.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, name, metav1.GetOptions{})
 	g.Expect(err).NotTo(HaveOccurred())

@@ -86,6 +86,18 @@ func (s *Stack) Kubectl(args ...string) (string, error) {
 	return string(out), nil
 }
 
+// KubectlIn runs kubectl with stdin as its standard input: how a test hands a secret to
+// `kubectl exec -i` without putting it in any process's arguments.
+func (s *Stack) KubectlIn(stdin string, args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(s.Root, "bin", "kubectl"), append([]string{"--kubeconfig", s.Kubeconfig}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("failed to run kubectl %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
 // WithCRD runs body on a devcluster (Up) with the RedisCluster CRD installed, and stops
 // the devcluster afterwards (Down); body's error comes first. The benches' entry point.
 func WithCRD(ctx context.Context, body func(*Stack) error) (err error) {
