@@ -60,34 +60,40 @@ type options struct {
 
 func parseFlags() *options {
 	o := &options{}
-	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "Address the metrics endpoint binds to; \"0\" disables it.")
-	flag.BoolVar(&o.metricsSecure, "metrics-secure", true, "Serve metrics over HTTPS to clients the API server authenticates (TokenReview) and authorizes for GET /metrics (SubjectAccessReview); false serves plain HTTP to anyone, for local development.")
-	flag.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "Directory holding tls.crt and tls.key for the metrics endpoint, reloaded when they change; empty uses a self-signed certificate made at start.")
-	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
-	flag.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Address for net/http/pprof; empty disables profiling.")
-	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so that only one of several operator replicas acts.")
-	flag.StringVar(&o.leaderElectionID, "leader-election-id", "redis-cluster-operator.redis.middleware.hc.cn", "Name of the Lease used for leader election.")
-	flag.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the operator's own).")
-	flag.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a non-leader waits before taking over a lease.")
-	flag.DurationVar(&o.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader retries renewing before giving up.")
-	flag.DurationVar(&o.retryPeriod, "leader-elect-retry-period", 2*time.Second, "How often leader election is retried.")
-	flag.DurationVar(&o.syncPeriod, "sync-period", 10*time.Minute, "How often every RedisCluster is reconciled even without a change.")
-	flag.StringVar(&o.namespaces, "namespaces", "", "Comma-separated namespaces to watch; empty watches all.")
-	flag.StringVar(&o.operatorNamespace, "operator-namespace", operatorNamespace(), "Namespace of the operator's pods, which the RedisClusters' NetworkPolicies admit to Redis (default: env POD_NAMESPACE, set by the Downward API, else the ServiceAccount's namespace file; empty: each cluster's own namespace only).")
-	flag.DurationVar(&o.controller.CreateTimeout, "create-timeout", 10*time.Minute, "How long Creating may last before the cluster is marked Failed.")
-	flag.DurationVar(&o.controller.ScaleTimeout, "scale-timeout", 30*time.Minute, "How long Scaling may last before the cluster is marked Failed.")
-	flag.DurationVar(&o.controller.UpgradeTimeout, "upgrade-timeout", 30*time.Minute, "How long Upgrading may last before the cluster is marked Failed.")
-	flag.IntVar(&o.controller.MaxConcurrentReconciles, "max-concurrent-reconciles", 4, "How many RedisClusters are reconciled at once (one cluster is never reconciled twice at once); a cluster whose nodes hang holds one of them.")
-	flag.DurationVar(&o.controller.HealthCheckInterval, "health-check-interval", 30*time.Second, "How often a Running cluster nobody changed is checked (CLUSTER NODES and CLUSTER INFO of every node); changes to its objects and pods are watched.")
-	flag.DurationVar(&o.controller.RedisOptions.DialTimeout, "redis-dial-timeout", 2*time.Second, "Deadline for connecting to a Redis node.")
-	flag.DurationVar(&o.controller.RedisOptions.ReadTimeout, "redis-timeout", 3*time.Second, "Deadline for one Redis command's reply (and for a free pooled connection); MIGRATE of a big key sets its own.")
-	flag.IntVar(&o.controller.RedisOptions.PoolSize, "redis-pool-size", 4, "Most connections the operator opens to one Redis node.")
 	zapOpts := zap.Options{Development: false}
-	zapOpts.BindFlags(flag.CommandLine)
+	bindFlags(flag.CommandLine, o, &zapOpts)
 	flag.Parse()
 	o.controller.RedisOptions.WriteTimeout = o.controller.RedisOptions.ReadTimeout
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	return o
+}
+
+// bindFlags declares the operator's flags on fs (docs/reference/flags.md is generated from
+// them: go test . -run TestFlagsReference -update).
+func bindFlags(fs *flag.FlagSet, o *options, zapOpts *zap.Options) {
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "Address the metrics endpoint binds to; \"0\" disables it.")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "Serve metrics over HTTPS to clients the API server authenticates (TokenReview) and authorizes for GET /metrics (SubjectAccessReview); false serves plain HTTP to anyone, for local development.")
+	fs.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "Directory holding tls.crt and tls.key for the metrics endpoint, reloaded when they change; empty uses a self-signed certificate made at start.")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Address for net/http/pprof; empty disables profiling.")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so that only one of several operator replicas acts.")
+	fs.StringVar(&o.leaderElectionID, "leader-election-id", "redis-cluster-operator.redis.middleware.hc.cn", "Name of the Lease used for leader election.")
+	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the operator's own).")
+	fs.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a non-leader waits before taking over a lease.")
+	fs.DurationVar(&o.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader retries renewing before giving up.")
+	fs.DurationVar(&o.retryPeriod, "leader-elect-retry-period", 2*time.Second, "How often leader election is retried.")
+	fs.DurationVar(&o.syncPeriod, "sync-period", 10*time.Minute, "How often every RedisCluster is reconciled even without a change.")
+	fs.StringVar(&o.namespaces, "namespaces", "", "Comma-separated namespaces to watch; empty watches all.")
+	fs.StringVar(&o.operatorNamespace, "operator-namespace", operatorNamespace(), "Namespace of the operator's pods, which the RedisClusters' NetworkPolicies admit to Redis (default: env POD_NAMESPACE, set by the Downward API, else the ServiceAccount's namespace file; empty: each cluster's own namespace only).")
+	fs.DurationVar(&o.controller.CreateTimeout, "create-timeout", 10*time.Minute, "How long Creating may last before the cluster is marked Failed.")
+	fs.DurationVar(&o.controller.ScaleTimeout, "scale-timeout", 30*time.Minute, "How long Scaling may last before the cluster is marked Failed.")
+	fs.DurationVar(&o.controller.UpgradeTimeout, "upgrade-timeout", 30*time.Minute, "How long Upgrading may last before the cluster is marked Failed.")
+	fs.IntVar(&o.controller.MaxConcurrentReconciles, "max-concurrent-reconciles", 4, "How many RedisClusters are reconciled at once (one cluster is never reconciled twice at once); a cluster whose nodes hang holds one of them.")
+	fs.DurationVar(&o.controller.HealthCheckInterval, "health-check-interval", 30*time.Second, "How often a Running cluster nobody changed is checked (CLUSTER NODES and CLUSTER INFO of every node); changes to its objects and pods are watched.")
+	fs.DurationVar(&o.controller.RedisOptions.DialTimeout, "redis-dial-timeout", 2*time.Second, "Deadline for connecting to a Redis node.")
+	fs.DurationVar(&o.controller.RedisOptions.ReadTimeout, "redis-timeout", 3*time.Second, "Deadline for one Redis command's reply (and for a free pooled connection); MIGRATE of a big key sets its own.")
+	fs.IntVar(&o.controller.RedisOptions.PoolSize, "redis-pool-size", 4, "Most connections the operator opens to one Redis node.")
+	zapOpts.BindFlags(fs)
 }
 
 // metricsOptions serves the metrics over HTTPS behind the metricsauth filter (the scraper

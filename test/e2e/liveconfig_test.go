@@ -29,7 +29,7 @@ import (
 //     each restarted once, and come back with it;
 //
 // with no pre-loaded key and no acknowledged write lost, and the longest write gap logged.
-// It also runs the README's `kubectl wait` for Ready.
+// It also runs docs/usage.md's `kubectl wait` for Ready.
 func TestLiveConfigChangesNoPod(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -52,7 +52,7 @@ func TestLiveConfigChangesNoPod(t *testing.T) {
 	g.Expect(stack.WaitForPhase(ctx, ns, name, "Running", formTime)).To(Succeed())
 	eventuallyFormed(ctx, t, ns, name)
 
-	// The README's form of `kubectl wait` for Ready, exactly.
+	// docs/usage.md's form of `kubectl wait` for Ready, exactly.
 	out, err := stack.Kubectl("wait", "-n", ns, "--for=jsonpath={.status.clusterConditions[?(@.type==\"Ready\")].status}=True", "rec/"+name, "--timeout=60s")
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Expect(out).To(ContainSubstring("condition met"))
