@@ -48,6 +48,7 @@ const FinalizersForeground = "foreground"
 // +kubebuilder:validation:XValidation:rule="(has(self.pod) && size(self.pod) > 0 && has(self.pod[0].volumes) && has(self.pod[0].volumes.type) ? self.pod[0].volumes.type : 'emptyDir') == (has(oldSelf.pod) && size(oldSelf.pod) > 0 && has(oldSelf.pod[0].volumes) && has(oldSelf.pod[0].volumes.type) ? oldSelf.pod[0].volumes.type : 'emptyDir')",messageExpression="'spec.pod[0].volumes.type: cannot change from ' + (has(oldSelf.pod) && size(oldSelf.pod) > 0 && has(oldSelf.pod[0].volumes) && has(oldSelf.pod[0].volumes.type) ? oldSelf.pod[0].volumes.type : 'emptyDir') + ' to ' + (has(self.pod) && size(self.pod) > 0 && has(self.pod[0].volumes) && has(self.pod[0].volumes.type) ? self.pod[0].volumes.type : 'emptyDir') + ' on an existing cluster (the data would be left behind); create a new RedisCluster instead'",fieldPath=".pod",reason="FieldValueForbidden"
 // +kubebuilder:validation:XValidation:rule="!has(self.updateStrategy) || !has(self.updateStrategy.type) || self.updateStrategy.type != 'AssignReceive' || !has(self.updateStrategy.assignStrategies) || self.replicas < 0 || (has(self.replicasPerMaster) ? self.replicasPerMaster : 1) < 0 || size(self.updateStrategy.assignStrategies) <= self.replicas / (1 + (has(self.replicasPerMaster) ? self.replicasPerMaster : 1))",message="spec.updateStrategy.assignStrategies: more entries than masters; entry i is for the i-th master a scale-out adds, so there are at most as many entries as the masters spec.replicas gives (the operator refuses any count other than the masters added)",fieldPath=".updateStrategy.assignStrategies",reason="FieldValueInvalid"
 // +kubebuilder:validation:XValidation:rule="has(self.tls) == has(oldSelf.tls)",message="spec.tls: cannot be added to or removed from an existing cluster (instances with and without TLS cannot share a cluster bus); create a new RedisCluster instead",fieldPath=".tls",reason="FieldValueForbidden"
+// +kubebuilder:validation:XValidation:rule="!has(self.externalAccess) || !has(self.tls)",message="spec.externalAccess: not supported with spec.tls yet (the nodes would announce addresses their certificate does not name); remove one of them",fieldPath=".externalAccess",reason="FieldValueForbidden"
 // +kubebuilder:validation:XValidation:rule="!has(self.users) || size(self.users) == 0 || has(self.passwordSecret)",message="spec.users: ACL users need spec.passwordSecret (without it the default user has no password and every client is allowed everything)",fieldPath=".users",reason="FieldValueRequired"
 type RedisClusterSpec struct {
 	// replicas is the total number of Redis instances (pods), masters and replicas
@@ -148,6 +149,15 @@ type RedisClusterSpec struct {
 	// +optional
 	NetworkPolicy *NetworkPolicySpec `json:"networkPolicy,omitempty"`
 
+	// externalAccess gives every Redis node its own address outside Kubernetes
+	// (addition): a Service per pod, NAME-i-external, of type NodePort or LoadBalancer,
+	// and each node announces that address to clients, so a cluster-mode client outside
+	// the pod network follows MOVED and ASK redirects to addresses it can reach
+	// (docs/external-access.md). Not with spec.tls yet. Default: none (the nodes announce
+	// their pod IPs).
+	// +optional
+	ExternalAccess *ExternalAccessSpec `json:"externalAccess,omitempty"`
+
 	// tls serves Redis over TLS with the certificate of a Secret (addition): clients,
 	// the operator, replication, MIGRATE and the cluster bus. The TLS port is 6379; the
 	// plain port moves to 6380 unless disablePlainPort. A renewed certificate (the
@@ -156,6 +166,43 @@ type RedisClusterSpec struct {
 	// bus): create a new RedisCluster. Default: none (plain TCP on 6379).
 	// +optional
 	TLS *TLSSpec `json:"tls,omitempty"`
+}
+
+// External access types (spec.externalAccess.type).
+const (
+	// ExternalNodePort: each pod's Service is a NodePort; a node announces the IP of the
+	// Kubernetes node it runs on and its Service's node ports.
+	ExternalNodePort = "NodePort"
+	// ExternalLoadBalancer: each pod's Service is a LoadBalancer on port 6379; a node
+	// announces its load balancer's address.
+	ExternalLoadBalancer = "LoadBalancer"
+)
+
+// ExternalAccessSpec gives every Redis node an address outside Kubernetes (addition).
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.nodePortBase) || self.type == 'NodePort'",message="spec.externalAccess.nodePortBase: only for type NodePort",fieldPath=".nodePortBase",reason="FieldValueForbidden"
+type ExternalAccessSpec struct {
+	// type is how each pod is reached from outside: NodePort (the IP of the Kubernetes
+	// node the pod runs on, at its Service's node port) or LoadBalancer (the address
+	// the load balancer of its Service gets, at port 6379). Required.
+	// +kubebuilder:validation:Enum=NodePort;LoadBalancer
+	// +required
+	Type string `json:"type"`
+
+	// nodePortBase pins the node ports (type NodePort only): pod i gets nodePortBase+2i
+	// for clients and nodePortBase+2i+1 for the cluster bus. Every one of them must be
+	// free and in the API server's node port range (30000-32767 by default); a clash is
+	// reported in status.reason. Default: none, Kubernetes picks free ports, kept for
+	// the life of each Service.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	NodePortBase *int32 `json:"nodePortBase,omitempty"`
+
+	// annotations are added to every per-pod Service, e.g. for a cloud load balancer.
+	// Default none.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 // Ports of the Redis pods with spec.tls (docs/security.md).
