@@ -95,6 +95,9 @@ func (r *Reconciler) act(ctx context.Context, s *scope) (ctrl.Result, error) {
 	} else if len(deleted) > 0 {
 		r.Recorder.Eventf(s.cluster, corev1.EventTypeNormal, ReasonDeletedUnrendered, "Deleted %s: the spec no longer renders it", strings.Join(deleted, ", "))
 	}
+	// Before the phase's action, which may meet, heal or move slots: a node back at a
+	// new IP or on another Kubernetes node announces where it is now.
+	r.reconcileExternal(ctx, s)
 	// Any phase of a formed cluster: a pod restarted by an upgrade or a heal is checked too.
 	if err := r.reconcileLiveConfig(ctx, s); err != nil {
 		return ctrl.Result{}, err

@@ -24,6 +24,9 @@ import (
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 )
 
+// componentLabel marks the per-pod external Services (templates/service_external.cue).
+const componentLabel = "app.kubernetes.io/component"
+
 // FieldOwner is the one field manager under which every object is server-side applied.
 const FieldOwner = redisv1alpha1.ManagedBy
 
@@ -42,6 +45,12 @@ func (r *Reconciler) applyObjects(ctx context.Context, s *scope) ([]string, erro
 		if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj),
 			client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 			err = fmt.Errorf("failed to apply %s %s: %w", desired.GetKind(), desired.GetName(), err)
+			if desired.GetLabels()[componentLabel] == "external" {
+				// A per-pod external Service (a node port taken or out of range): said,
+				// and the rest goes on, so the cluster serves on its pod addresses.
+				r.warnOnce(s, ReasonExternalAccess, "spec.externalAccess: "+err.Error()+"; the node keeps announcing its pod address")
+				continue
+			}
 			r.warnOnce(s, ReasonApplyFailed, err.Error())
 			return applied, err
 		}

@@ -150,6 +150,7 @@ func (r *Reconciler) observeKubernetes(ctx context.Context, s *scope) error {
 		}
 		s.live[objectKey(desired)] = live
 	}
+	observeExternal(s)
 	if len(foreign) > 0 && s.specErr == nil {
 		s.specErr = &refusal{reason: ReasonNotOwner, err: errors.New(strings.Join(foreign, "; "))}
 	}
@@ -243,6 +244,15 @@ func (r *Reconciler) observeRedis(ctx context.Context, s *scope) {
 		return
 	}
 	s.redis = st
+	// A terminating pod is no member, but the others still see it at its external
+	// address; the hand-over looks for it at its pod address.
+	aliases := map[string]string{}
+	for _, p := range terminatingPods(s) {
+		if e, ok := s.external[p.Name]; ok {
+			aliases[e.addr()] = net.JoinHostPort(p.Status.PodIP, strconv.Itoa(clientPort(p)))
+		}
+	}
+	st.Internalize(aliases)
 	r.learnServers(ctx, f, s, st)
 	if upgradeMayBeUnderWay(s) {
 		s.replication = observeReplication(ctx, f, st)

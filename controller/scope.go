@@ -59,6 +59,11 @@ type scope struct {
 	// unrendered are optional objects this RedisCluster controls that its spec no longer
 	// renders, to delete (observeUnrendered).
 	unrendered []client.Object
+	// external is every pod's external address by pod name (spec.externalAccess), and
+	// externalPending the pods whose address is not known yet, each with why
+	// (observeExternal).
+	external        map[string]endpoint
+	externalPending []string
 	// templateChanged is true when the rendered pod template differs from the applied one (observeKubernetes).
 	templateChanged bool
 	// appliedSize is the size the operator last gave the StatefulSet (observeKubernetes,

@@ -247,6 +247,7 @@ func instanceConditions(s *scope) []redisv1alpha1.RedisClusterCondition {
 			Hostname:   p.Spec.NodeName,
 			HostIP:     p.Status.HostIP,
 		}
+		c.ExternalAddress = externalAddress(s, p.Name)
 		if p.Status.PodIP != "" {
 			c.Instance = fmt.Sprintf("%s:%d", p.Status.PodIP, clientPort(p))
 		}

@@ -12,8 +12,9 @@ import (
 
 // Observe reads CLUSTER NODES and CLUSTER INFO from every member in parallel. An unreachable
 // member is recorded in its MemberState and is not an error: the caller decides what a
-// missing pod means. A node no member is that reads live is asked for its ID directly
-// (probeStrangers). Observe only reads.
+// missing pod means. Nodes announcing a member's external address are shown at its pod
+// address (ClusterState.Internalize), and a node no member is that reads live is asked for
+// its ID directly (probeStrangers). Observe only reads.
 func Observe(ctx context.Context, f Factory, members []topology.Member) (*topology.ClusterState, error) {
 	st := &topology.ClusterState{Members: make([]topology.MemberState, len(members))}
 	var wg sync.WaitGroup
@@ -30,6 +31,7 @@ func Observe(ctx context.Context, f Factory, members []topology.Member) (*topolo
 		}(&st.Members[i])
 	}
 	wg.Wait()
+	st.Internalize(topology.Aliases(members))
 	if ctx.Err() == nil {
 		st.Answered = probeStrangers(ctx, f, st.LiveStrangers())
 	}

@@ -51,6 +51,7 @@ const FinalizersForeground = "foreground"
 // +kubebuilder:validation:XValidation:rule="!has(self.users) || size(self.users) == 0 || !has(self.disablePassword) || !self.disablePassword",message="spec.users: ACL users need a password on the default user; remove spec.disablePassword (without a password every client is allowed everything)",fieldPath=".users",reason="FieldValueForbidden"
 // +kubebuilder:validation:XValidation:rule="!has(self.disablePassword) || !self.disablePassword || !has(self.passwordSecret)",message="spec.disablePassword: cannot be set with spec.passwordSecret; choose a password (passwordSecret, or neither for a generated one) or none",fieldPath=".disablePassword",reason="FieldValueForbidden"
 // +kubebuilder:validation:XValidation:rule="(has(self.pause) && self.pause) || !self.version.matches('^[vV]?[0-5]([.-].*)?$')",message="spec.version: Redis below 6 is refused (no ACL users, and its clients can run code in the container); use 6.0 or later (a paused cluster may keep an older version until it is unpaused)",fieldPath=".version",reason="FieldValueInvalid"
+// +kubebuilder:validation:XValidation:rule="!has(self.externalAccess) || !has(self.tls)",message="spec.externalAccess: not supported with spec.tls yet (the nodes would announce addresses their certificate does not name); remove one of them",fieldPath=".externalAccess",reason="FieldValueForbidden"
 type RedisClusterSpec struct {
 	// replicas is the total number of Redis instances (pods), masters and replicas
 	// together (seed: `replicas`). Masters = replicas / (1 + replicasPerMaster); the
@@ -165,6 +166,15 @@ type RedisClusterSpec struct {
 	// +optional
 	NetworkPolicy *NetworkPolicySpec `json:"networkPolicy,omitempty"`
 
+	// externalAccess gives every Redis node its own address outside Kubernetes
+	// (addition): a Service per pod, NAME-i-external, of type NodePort or LoadBalancer,
+	// and each node announces that address to clients, so a cluster-mode client outside
+	// the pod network follows MOVED and ASK redirects to addresses it can reach
+	// (docs/external-access.md). Not with spec.tls yet. Default: none (the nodes announce
+	// their pod IPs).
+	// +optional
+	ExternalAccess *ExternalAccessSpec `json:"externalAccess,omitempty"`
+
 	// tls serves Redis over TLS with the certificate of a Secret (addition): clients,
 	// the operator, replication, MIGRATE and the cluster bus. The TLS port is 6379; the
 	// plain port moves to 6380 unless disablePlainPort. A renewed certificate (the
@@ -173,6 +183,43 @@ type RedisClusterSpec struct {
 	// bus): create a new RedisCluster. Default: none (plain TCP on 6379).
 	// +optional
 	TLS *TLSSpec `json:"tls,omitempty"`
+}
+
+// External access types (spec.externalAccess.type).
+const (
+	// ExternalNodePort: each pod's Service is a NodePort; a node announces the IP of the
+	// Kubernetes node it runs on and its Service's node ports.
+	ExternalNodePort = "NodePort"
+	// ExternalLoadBalancer: each pod's Service is a LoadBalancer on port 6379; a node
+	// announces its load balancer's address.
+	ExternalLoadBalancer = "LoadBalancer"
+)
+
+// ExternalAccessSpec gives every Redis node an address outside Kubernetes (addition).
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.nodePortBase) || self.type == 'NodePort'",message="spec.externalAccess.nodePortBase: only for type NodePort",fieldPath=".nodePortBase",reason="FieldValueForbidden"
+type ExternalAccessSpec struct {
+	// type is how each pod is reached from outside: NodePort (the IP of the Kubernetes
+	// node the pod runs on, at its Service's node port) or LoadBalancer (the address
+	// the load balancer of its Service gets, at port 6379). Required.
+	// +kubebuilder:validation:Enum=NodePort;LoadBalancer
+	// +required
+	Type string `json:"type"`
+
+	// nodePortBase pins the node ports (type NodePort only): pod i gets nodePortBase+2i
+	// for clients and nodePortBase+2i+1 for the cluster bus. Every one of them must be
+	// free and in the API server's node port range (30000-32767 by default); a clash is
+	// reported in status.reason. Default: none, Kubernetes picks free ports, kept for
+	// the life of each Service.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	NodePortBase *int32 `json:"nodePortBase,omitempty"`
+
+	// annotations are added to every per-pod Service, e.g. for a cloud load balancer.
+	// Default none.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 // Ports of the Redis pods with spec.tls (docs/security.md).

@@ -263,6 +263,12 @@ type RedisClusterCondition struct {
 	// +optional
 	Server string `json:"server,omitempty"`
 
+	// externalAddress is the address, host:port, the instance announces to clients
+	// outside Kubernetes (addition; spec.externalAccess): the one MOVED and CLUSTER SLOTS
+	// give. Empty without spec.externalAccess or until the instance announces it.
+	// +optional
+	ExternalAddress string `json:"externalAddress,omitempty"`
+
 	// status is "True" when the instance is up and part of the cluster, "False" when
 	// not, "Unknown" when it cannot be told (seed: `status`).
 	// +optional

@@ -17,6 +17,9 @@ type Node struct {
 	BusPort int
 	// Hostname is the optional ",hostname" part (cluster-announce-hostname), else "".
 	Hostname string
+	// Announced is the "ip:port" the line showed when Internalize replaced it with the
+	// node's pod address (the node announces an external address); "" otherwise.
+	Announced string
 
 	Myself     bool
 	Master     bool
@@ -240,4 +243,17 @@ func joinHostPort(ip string, port int) string {
 		return fmt.Sprintf("[%s]:%d", ip, port)
 	}
 	return fmt.Sprintf("%s:%d", ip, port)
+}
+
+// splitHostPort splits "ip:port" as joinHostPort writes it.
+func splitHostPort(addr string) (string, int, error) {
+	i := strings.LastIndexByte(addr, ':')
+	if i < 0 {
+		return "", 0, fmt.Errorf("bad address %q: no port", addr)
+	}
+	port, err := strconv.Atoi(addr[i+1:])
+	if err != nil {
+		return "", 0, fmt.Errorf("bad address %q: bad port", addr)
+	}
+	return strings.Trim(addr[:i], "[]"), port, nil
 }

@@ -7,6 +7,46 @@ type Member struct {
 	Addr string
 	// K8sNode is the Kubernetes node the pod runs on; replicas avoid their master's.
 	K8sNode string
+	// External is the "ip:port" the node announces to clients outside Kubernetes
+	// (spec.externalAccess), "" when none: Internalize reads it as another name of Addr.
+	External string
+}
+
+// Internalize rewrites every node line that shows an external address of aliases (external
+// "ip:port" to internal "ip:port") to the internal one, keeping what was shown in
+// Announced, so the planners, which know the members by their pod addresses, see one
+// address per node whichever a node announces. A node announcing an address nobody
+// expects (a stale one) is left as shown.
+func (s *ClusterState) Internalize(aliases map[string]string) {
+	if len(aliases) == 0 {
+		return
+	}
+	for i := range s.Members {
+		for j := range s.Members[i].Nodes {
+			n := &s.Members[i].Nodes[j]
+			internal, ok := aliases[n.Addr()]
+			if !ok {
+				continue
+			}
+			host, port, err := splitHostPort(internal)
+			if err != nil {
+				continue
+			}
+			n.Announced = n.Addr()
+			n.IP, n.Port = host, port
+		}
+	}
+}
+
+// Aliases maps the members' external addresses to their pod addresses, for Internalize.
+func Aliases(members []Member) map[string]string {
+	out := map[string]string{}
+	for _, m := range members {
+		if m.External != "" {
+			out[m.External] = m.Addr
+		}
+	}
+	return out
 }
 
 // MemberState is what one member said about the cluster.

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"sort"
 	"strconv"
@@ -31,6 +32,8 @@ type Router struct {
 	passwordFn func(context.Context) (string, error)
 	// tls, when set, is what every connection dials with (a cluster with spec.tls).
 	tls *tls.Config
+	// dialer, when set, makes every connection (a client that may reach some addresses only).
+	dialer func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	mu      sync.Mutex
 	owner   []string // slot -> "ip:port" of its master
@@ -94,6 +97,17 @@ func (r *Router) SetTLS(cfg *tls.Config) {
 	r.tls, r.clients = cfg, map[string]*redis.Client{}
 }
 
+// SetDialer makes every later connection with dial, e.g. one that refuses the addresses
+// a client outside Kubernetes could not reach.
+func (r *Router) SetDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.clients {
+		r.retired = append(r.retired, c)
+	}
+	r.dialer, r.clients = dial, map[string]*redis.Client{}
+}
+
 func (r *Router) client(addr string) *redis.Client {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -105,7 +119,7 @@ func (r *Router) client(addr string) *redis.Client {
 			cancel()
 		}
 		c = redis.NewClient(&redis.Options{Addr: addr, Password: r.password, MaxRetries: -1, TLSConfig: r.tls,
-			DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second, PoolSize: 4})
+			Dialer: r.dialer, DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second, PoolSize: 4})
 		r.clients[addr] = c
 	}
 	return c

@@ -1,0 +1,314 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-redis/redis/v8"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
+	"github.com/hc-middleware/redis-cluster-operator/test/e2e/framework"
+)
+
+// externalDialer dials only the Kubernetes nodes' IPs, as a client outside the pod network
+// would: any other address (a pod IP a MOVED named) is refused and counted.
+type externalDialer struct {
+	allowed map[string]bool
+	refused atomic.Int64
+	mu      sync.Mutex
+	first   []string
+}
+
+func (d *externalDialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || !d.allowed[host] {
+		d.refused.Add(1)
+		d.mu.Lock()
+		if len(d.first) < 5 {
+			d.first = append(d.first, addr)
+		}
+		d.mu.Unlock()
+		return nil, fmt.Errorf("refused %s: not a Kubernetes node's address", addr)
+	}
+	var nd net.Dialer
+	return nd.DialContext(ctx, network, addr)
+}
+
+// nodeIPs are the InternalIPs of the Kubernetes nodes.
+func nodeIPs(ctx context.Context, t *testing.T) map[string]bool {
+	t.Helper()
+	cs, err := stack.Clientset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, n := range nodes.Items {
+		for _, a := range n.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP {
+				out[a.Address] = true
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("no node has an InternalIP")
+	}
+	return out
+}
+
+// externalAddrs are the external addresses status shows, by pod; every pod of want must
+// have one on a node IP.
+func externalAddrs(ctx context.Context, g Gomega, t *testing.T, ns string, want int, allowed map[string]bool) map[string]string {
+	rc := getCluster(ctx, t, ns, "demo")
+	out := map[string]string{}
+	for _, c := range rc.Status.Conditions {
+		if c.ExternalAddress != "" {
+			out[c.Name] = c.ExternalAddress
+			host, _, _ := net.SplitHostPort(c.ExternalAddress)
+			g.Expect(allowed).To(HaveKey(host), "%s announces %s", c.Name, c.ExternalAddress)
+			g.Expect(host).To(Equal(c.HostIP), "%s announces the IP of the node it runs on", c.Name)
+		}
+	}
+	g.Expect(out).To(HaveLen(want), "pods with an external address; reason: %s", rc.Status.Reason)
+	return out
+}
+
+// waitExternal waits until every one of want pods announces an external address and the
+// cluster is Running.
+func waitExternal(ctx context.Context, t *testing.T, ns string, want int, allowed map[string]bool, within time.Duration) map[string]string {
+	t.Helper()
+	var out map[string]string
+	NewWithT(t).Eventually(func(g Gomega) {
+		rc := getCluster(ctx, t, ns, "demo")
+		g.Expect(rc.Status.Phase).To(Equal(redisv1alpha1.PhaseRunning), "reason: %s", rc.Status.Reason)
+		out = externalAddrs(ctx, g, t, ns, want, allowed)
+	}, within, 500*time.Millisecond).Should(Succeed())
+	return out
+}
+
+// A cluster-mode client on the host, outside the pod network, that reaches the cluster
+// only through the Kubernetes nodes' addresses (spec.externalAccess type NodePort): every
+// address it is sent to by CLUSTER NODES, MOVED or ASK must be a node IP, or its dialer
+// refuses it. It writes through a scale-out from 3 to 4 masters and the deletion of a
+// master's pod, with faultKeys keys loaded first; no key and no acknowledged write may be
+// lost. redis-cli -c follows a MOVED through a node port.
+func TestExternalAccessNodePort(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	ns := "external-nodeport"
+	formDemo(ctx, t, ns, func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, map[string]any{"type": "NodePort"}, "spec", "externalAccess")
+	})
+	allowed := nodeIPs(ctx, t)
+	addrs := waitExternal(ctx, t, ns, 6, allowed, 2*time.Minute)
+	t.Logf("external addresses: %v", addrs)
+
+	d := &externalDialer{allowed: allowed}
+	seeds := func(ctx context.Context) ([]string, error) {
+		var out []string
+		for _, c := range getCluster(ctx, t, ns, "demo").Status.Conditions {
+			if c.ExternalAddress != "" {
+				out = append(out, c.ExternalAddress)
+			}
+		}
+		return out, nil
+	}
+	r := framework.NewRouter(seeds, "")
+	r.SetDialer(d.dial)
+	t.Cleanup(r.Close)
+
+	// redis-cli -c from the host through one node port, for a key another master owns.
+	if err := r.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	seed := addrs["demo-0"]
+	key := ""
+	for i := 0; key == ""; i++ {
+		k := fmt.Sprintf("outside:%d", i)
+		if owner := r.Owner(framework.KeySlot(k)); owner != "" && owner != seed {
+			key = k
+		}
+	}
+	host, port, _ := net.SplitHostPort(seed)
+	// redis-cli prints "-> Redirected to slot" only in its interactive mode: once without
+	// -c, to show the MOVED and the node port it names, then with -c, which follows it.
+	for _, args := range [][]string{{"set", key, "from-outside"}, {"-c", "set", key, "from-outside"}, {"-c", "get", key}} {
+		cmd := exec.CommandContext(ctx, "redis-cli", append([]string{"-h", host, "-p", port}, args...)...)
+		out, err := cmd.CombinedOutput()
+		t.Logf("$ redis-cli -h %s -p %s %s\n%s", host, port, strings.Join(args, " "), out)
+		if err != nil {
+			t.Fatalf("redis-cli: %v", err)
+		}
+		switch got := strings.TrimSpace(string(out)); args[0] {
+		case "set":
+			f := strings.Fields(got)
+			if len(f) != 3 || f[0] != "MOVED" {
+				t.Fatalf("want a MOVED from %s, got %q", seed, got)
+			}
+			if h, _, _ := net.SplitHostPort(f[2]); !allowed[h] {
+				t.Errorf("MOVED names %s, not a node's address", f[2])
+			}
+		case "-c":
+			if got != "OK" && got != "from-outside" {
+				t.Errorf("redis-cli -c did not follow the MOVED: %q", got)
+			}
+		}
+	}
+
+	start := time.Now()
+	if err := r.Load(ctx, "pre", faultKeys); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("loaded %d keys through the node ports in %v", faultKeys, time.Since(start).Round(time.Millisecond))
+	w, err := r.StartWriter(ctx, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if w != nil {
+			w.Stop()
+		}
+	}()
+	time.Sleep(time.Second)
+
+	// Scale-out: 3 to 4 masters.
+	began := time.Now()
+	patchSpec(ctx, t, ns, "demo", `{"replicas":8}`)
+	if err := stack.WaitForPhase(ctx, ns, "demo", "Scaling", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	addrs = waitExternal(ctx, t, ns, 8, allowed, 5*time.Minute)
+	NewWithT(t).Expect(getCluster(ctx, t, ns, "demo").Status.Masters).To(BeEquivalentTo(4))
+	t.Logf("scaled out to 4 masters in %v; gap so far %v; external addresses: %v", time.Since(began).Round(time.Second), w.TakeLongestGap(), addrs)
+
+	// A master's pod deleted: it comes back at a new IP, maybe on another node.
+	pod := pickPod(ctx, t, ns, "demo", topology.RoleMaster)
+	oldIP := podIPs(ctx, t, ns, "demo")[pod]
+	began = time.Now()
+	if err := stack.DeletePod(ctx, ns, pod); err != nil {
+		t.Fatal(err)
+	}
+	NewWithT(t).Eventually(func(g Gomega) {
+		ip := podIPs(ctx, t, ns, "demo")[pod]
+		g.Expect(ip).NotTo(BeEmpty())
+		g.Expect(ip).NotTo(Equal(oldIP))
+		rc := getCluster(ctx, t, ns, "demo")
+		g.Expect(rc.Status.Phase).To(Equal(redisv1alpha1.PhaseRunning), "reason: %s", rc.Status.Reason)
+		externalAddrs(ctx, g, t, ns, 8, allowed)
+		for name, ip := range podIPs(ctx, t, ns, "demo") {
+			c := framework.NodeClient(ip, "")
+			text, err := c.ClusterNodes(ctx).Result()
+			c.Close()
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(strings.Split(strings.TrimSpace(text), "\n")).To(HaveLen(8), "CLUSTER NODES on %s:\n%s", name, text)
+			g.Expect(text).NotTo(ContainSubstring("fail"), "CLUSTER NODES on %s", name)
+		}
+	}, 2*time.Minute, 500*time.Millisecond).Should(Succeed())
+	t.Logf("master %s deleted; back, announced and formed %v later", pod, time.Since(began).Round(100*time.Millisecond))
+
+	rep := w.Stop()
+	acked := w.Acked()
+	w = nil
+	for i := 0; ; i++ {
+		err := stack.Integrity(ctx, ns, "demo", "")
+		if err == nil {
+			break
+		}
+		if i == 20 {
+			t.Errorf("integrity: %v", err)
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	pre, err := r.Missing(ctx, keyNames("pre", faultKeys))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost, err := r.Missing(ctx, acked)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A go-redis ClusterClient, with the same dialer, reads keys back and writes new ones:
+	// it routes from CLUSTER SLOTS, so every address it is given must be a node's.
+	// go-redis v8 cannot parse Redis 7's CLUSTER SLOTS (a fourth element per node), so
+	// the table comes from CLUSTER NODES, read through the same dialer.
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{seed}, Dialer: d.dial, MaxRedirects: 8,
+		ClusterSlots: func(ctx context.Context) ([]redis.ClusterSlot, error) { return externalSlots(ctx, seed, d.dial) }})
+	defer cc.Close()
+	for i := 0; i < 2000; i++ {
+		k := fmt.Sprintf("pre:%d", i*(faultKeys/2000))
+		if v, err := cc.Get(ctx, k).Result(); err != nil || v != framework.Value(k) {
+			t.Errorf("ClusterClient GET %s: %q, %v", k, v, err)
+			break
+		}
+		if err := cc.Set(ctx, fmt.Sprintf("cc:%d", i), "x", 0).Err(); err != nil {
+			t.Errorf("ClusterClient SET: %v", err)
+			break
+		}
+	}
+
+	t.Logf("EXTERNAL NodePort: pre-loaded keys lost %d/%d, acknowledged writes lost %d/%d, longest write gap %v, dials refused %d %v; writer: %v",
+		len(pre), faultKeys, len(lost), len(acked), rep.LongestGap, d.refused.Load(), d.first, rep)
+	if len(pre) > 0 {
+		t.Errorf("%d pre-loaded keys lost, e.g. %v", len(pre), head(pre))
+	}
+	if len(lost) > 0 {
+		t.Errorf("%d acknowledged writes lost, e.g. %v", len(lost), head(lost))
+	}
+	if rep.Acked == 0 {
+		t.Error("the writer got no write acknowledged")
+	}
+	if n := d.refused.Load(); n > 0 {
+		t.Errorf("the client was sent to %d addresses outside the nodes' IPs, e.g. %v", n, d.first)
+	}
+}
+
+// externalSlots is the slot table as the node at seed shows it in CLUSTER NODES: the
+// addresses the nodes announce.
+func externalSlots(ctx context.Context, seed string, dial func(context.Context, string, string) (net.Conn, error)) ([]redis.ClusterSlot, error) {
+	c := redis.NewClient(&redis.Options{Addr: seed, Dialer: dial})
+	defer c.Close()
+	text, err := c.ClusterNodes(ctx).Result()
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := topology.ParseClusterNodes(text)
+	if err != nil {
+		return nil, err
+	}
+	replicas := map[string][]redis.ClusterNode{}
+	for _, n := range nodes {
+		if n.Replica && !n.Fail {
+			replicas[n.MasterID] = append(replicas[n.MasterID], redis.ClusterNode{ID: n.ID, Addr: n.Addr()})
+		}
+	}
+	var out []redis.ClusterSlot
+	for _, n := range nodes {
+		if !n.Master || n.Fail {
+			continue
+		}
+		for _, r := range n.Slots {
+			out = append(out, redis.ClusterSlot{Start: r.Start, End: r.End,
+				Nodes: append([]redis.ClusterNode{{ID: n.ID, Addr: n.Addr()}}, replicas[n.ID]...)})
+		}
+	}
+	return out, nil
+}
