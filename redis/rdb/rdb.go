@@ -57,6 +57,8 @@ const (
 
 // Entry is one key of the file.
 type Entry struct {
+	// Version is the file's RDB version (what DumpPayload takes).
+	Version int
 	// DB is the database number (0 in a cluster).
 	DB  int
 	Key []byte
@@ -243,7 +245,7 @@ func (p *parser) scan(fn func(*Entry) error) (*Header, error) {
 		return nil, fmt.Errorf("RDB version %d is newer than this reader knows (%d)", version, maxKnownVersion)
 	}
 	h := &Header{Version: version, Aux: map[string]string{}}
-	e := &Entry{}
+	e := &Entry{Version: version}
 	var value []byte
 	for {
 		op, err := p.byte()
