@@ -188,8 +188,12 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("failed to compile templates: %w", err)
 	}
-	if err := controller.New(mgr, renderer, o.controller).SetupWithManager(mgr); err != nil {
+	rec := controller.New(mgr, renderer, o.controller)
+	if err := rec.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up controller: %w", err)
+	}
+	if err := controller.NewBackupReconciler(rec).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("failed to set up the backup controller: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("failed to add health check: %w", err)

@@ -118,3 +118,12 @@ func (c *redisClients) closeAll() {
 		delete(c.byCR, key)
 	}
 }
+
+// credsOf is what the cluster's clients were last made with: a backup of the cluster
+// speaks to its nodes as the cluster's reconcile last did.
+func (c *redisClients) credsOf(key types.NamespacedName) (credentials, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cc, ok := c.byCR[key]
+	return cc.creds, ok
+}

@@ -44,6 +44,9 @@ var OperatorCommands = []string{
 	"select", "restore-asking",
 	// Rotation and application users.
 	"acl|setuser", "acl|deluser", "acl|users", "config|set",
+	// Backup (redis/backup.Take): the cut pauses writes on every master and reads each
+	// master's snapshot through a replication connection; restore writes keys with RESTORE.
+	"client|pause", "client|unpause", "replconf", "psync", "restore",
 }
 
 // OperatorRules are the ACL rules of the operator user, without its password: every key

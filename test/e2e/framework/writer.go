@@ -373,6 +373,14 @@ type Writer struct {
 	// stageGap is the longest gap of any shard since the last TakeLongestGap.
 	stageGap time.Duration
 	shards   []topology.SlotRanges
+	// records has every write tried, with when it was sent and acknowledged.
+	records []WriteRecord
+}
+
+// WriteRecord is one write of a Writer: when it was sent and, if it was, acknowledged.
+type WriteRecord struct {
+	Key         string
+	Sent, Acked time.Time
 }
 
 // WriterReport is what a Writer saw.
@@ -443,9 +451,17 @@ func (w *Writer) run(ctx context.Context, shard int) {
 		case <-time.After(pace):
 		}
 		key := w.nextKey(shard, &n)
+		sent := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		err := w.r.Do(cctx, key, "set", key, Value(key)).Err()
 		cancel()
+		rec := WriteRecord{Key: key, Sent: sent}
+		if err == nil {
+			rec.Acked = time.Now()
+		}
+		w.mu.Lock()
+		w.records = append(w.records, rec)
+		w.mu.Unlock()
 		if err != nil {
 			w.mu.Lock()
 			w.failed++
@@ -530,6 +546,13 @@ func (w *Writer) Failed() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.failed
+}
+
+// Records is every write tried so far, in the order each shard sent them.
+func (w *Writer) Records() []WriteRecord {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]WriteRecord(nil), w.records...)
 }
 
 // Acked is every key the writer saw acknowledged.

@@ -1,0 +1,362 @@
+package backup
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/go-redis/redis/v8"
+
+	"github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
+)
+
+const password = "s3cret"
+
+// servers runs n masters whose only users are the default one and the operator's, with
+// the rules the operator gives it: the cut and the restore must work as that user.
+func servers(t *testing.T, n int) ([]*redistest.Server, Dialer) {
+	t.Helper()
+	h := []string{redis.PasswordHash(password)}
+	conf := redis.AuthConf(password, []redis.User{
+		{Name: redis.DefaultUser, Hashes: h, Rules: redis.DefaultRules()},
+		{Name: redis.OperatorUser, Hashes: h, Rules: redis.OperatorRules()},
+	})
+	srv := redistest.Start(t, n, redistest.Config{AuthConf: conf, Password: password})
+	form(t, srv)
+	return srv, Dialer{User: redis.OperatorUser, Passwords: []string{password}}
+}
+
+// form makes the servers one cluster of masters with an even slot split.
+func form(t *testing.T, srv []*redistest.Server) {
+	t.Helper()
+	ctx := context.Background()
+	ranges := topology.SplitSlots(len(srv))
+	for i, s := range srv {
+		c := goredis.NewClient(&goredis.Options{Addr: s.Addr, Password: password})
+		if err := c.Do(ctx, "cluster", "addslotsrange", ranges[i].Start, ranges[i].End).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 {
+			host, port, _ := strings.Cut(srv[0].Addr, ":")
+			if err := c.Do(ctx, "cluster", "meet", host, port).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.Close()
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for _, s := range srv {
+		c := goredis.NewClient(&goredis.Options{Addr: s.Addr, Password: password})
+		for {
+			info, _ := c.ClusterInfo(ctx).Result()
+			nodes, _ := c.ClusterNodes(ctx).Result()
+			if strings.Contains(info, "cluster_state:ok") && strings.Count(nodes, "master") == len(srv) && !strings.Contains(nodes, "handshake") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("cluster not formed: %s", info)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		c.Close()
+	}
+}
+
+// router sends each key's commands to its master (go-redis v8's cluster client cannot
+// read Redis 7's CLUSTER SLOTS).
+type router struct {
+	owner   []string
+	clients map[string]*goredis.Client
+}
+
+func clusterClient(t *testing.T, srv []*redistest.Server) *router {
+	t.Helper()
+	owners, err := slotOwners(context.Background(), Dialer{Passwords: []string{password}}, redistest.Addrs(srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &router{owner: owners, clients: map[string]*goredis.Client{}}
+	for _, a := range owners {
+		if r.clients[a] == nil {
+			r.clients[a] = goredis.NewClient(&goredis.Options{Addr: a, Password: password, MaxRetries: -1})
+		}
+	}
+	return r
+}
+
+func (r *router) c(key string) *goredis.Client { return r.clients[r.owner[topology.KeySlot(key)]] }
+
+func (r *router) Close() {
+	for _, c := range r.clients {
+		c.Close()
+	}
+}
+
+// write is one write of the writer: when it was sent and when acknowledged (zero: not).
+type write struct {
+	key         string
+	sent, acked time.Time
+}
+
+// TestCutIsConsistentAndRestoresIntoAnotherShape loads keys of every type with and
+// without TTLs into 3 masters, cuts while a writer writes, and restores into 4 masters:
+// every loaded key is there with its value (DUMP) and expiry, every write acknowledged
+// before the pause began is there, none sent after it ended is, and the cut took every
+// master at one point (the writer's keys present form a prefix of each writer's
+// sequence).
+func TestCutIsConsistentAndRestoresIntoAnotherShape(t *testing.T) {
+	ctx := context.Background()
+	src, d := servers(t, 3)
+	cc := clusterClient(t, src)
+	defer cc.Close()
+	loaded := load(t, ctx, cc, 20000)
+
+	var mu sync.Mutex
+	var writes [][]write
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := 0; w < 3; w++ {
+		writes = append(writes, nil)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				k := fmt.Sprintf("w%d:%d", w, n)
+				wr := write{key: k, sent: time.Now()}
+				if cc.c(k).Set(ctx, k, "x", 0).Err() == nil {
+					wr.acked = time.Now()
+				}
+				mu.Lock()
+				writes[w] = append(writes[w], wr)
+				mu.Unlock()
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	cut, snaps, err := Take(ctx, d, redistest.Addrs(src), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("cut: writes paused %v; offsets %v", cut.Paused, offsets(cut))
+	rdbs := make([][]byte, len(snaps))
+	for i, s := range snaps {
+		if err := s.Open(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if _, err := io.Copy(&buf, s); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		if int64(buf.Len()) != s.Size {
+			t.Fatalf("snapshot of %s: %d bytes, announced %d", s.Shard.Addr, buf.Len(), s.Size)
+		}
+		rdbs[i] = buf.Bytes()
+	}
+	time.Sleep(200 * time.Millisecond) // writes after the cut
+	close(stop)
+	wg.Wait()
+
+	dst, _ := servers(t, 4)
+	var sources []func() (io.ReadCloser, error)
+	for _, b := range rdbs {
+		sources = append(sources, func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
+	}
+	var p Progress
+	began := time.Now()
+	if err := Restore(ctx, RestoreTarget{Addrs: redistest.Addrs(dst), Dialer: d}, sources, &p); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("restored %d keys, %d bytes in %v", p.Keys.Load(), p.Bytes.Load(), time.Since(began))
+	// Restoring again is refused: the target holds keys now.
+	if err := Restore(ctx, RestoreTarget{Addrs: redistest.Addrs(dst), Dialer: d}, sources, &Progress{}); err == nil || !strings.Contains(err.Error(), "already holds keys") {
+		t.Fatalf("a second restore into a full cluster: %v", err)
+	}
+
+	dc := clusterClient(t, dst)
+	defer dc.Close()
+	for k, want := range loaded {
+		got, err := dc.c(k).Dump(ctx, k).Result()
+		if err != nil {
+			t.Fatalf("key %s: %v", k, err)
+		}
+		if got != want.dump && !sameSet(ctx, cc.c(k), dc.c(k), k) {
+			t.Fatalf("key %s: value differs", k)
+		}
+		exp, err := dc.c(k).Do(ctx, "pexpiretime", k).Int64()
+		if err != nil || exp != want.expireAt {
+			t.Fatalf("key %s: expiry %d (%v), want %d", k, exp, err, want.expireAt)
+		}
+	}
+	present, absentBefore, presentAfter, acked := 0, 0, 0, 0
+	for w := range writes {
+		lastPresent := -1
+		for i, wr := range writes[w] {
+			n, err := dc.c(wr.key).Exists(ctx, wr.key).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !wr.acked.IsZero() {
+				acked++
+			}
+			if n == 1 {
+				present++
+				if i != lastPresent+1 {
+					t.Errorf("writer %d: %s is in the backup but an earlier write of the same writer is not", w, wr.key)
+				}
+				lastPresent = i
+				if wr.sent.After(cut.PauseEnded) {
+					presentAfter++
+				}
+			} else if !wr.acked.IsZero() && wr.acked.Before(cut.PauseBegan) {
+				absentBefore++
+			}
+		}
+	}
+	t.Logf("writer: %d acknowledged, %d in the backup", acked, present)
+	if absentBefore > 0 || presentAfter > 0 {
+		t.Fatalf("%d writes acknowledged before the pause are missing, %d sent after it are present", absentBefore, presentAfter)
+	}
+	total := 0
+	for _, s := range dst {
+		c := goredis.NewClient(&goredis.Options{Addr: s.Addr, Password: password})
+		n, _ := c.DBSize(ctx).Result()
+		c.Close()
+		total += int(n)
+	}
+	if total != len(loaded)+present {
+		t.Fatalf("target holds %d keys, want %d loaded + %d written", total, len(loaded), present)
+	}
+}
+
+type loadedKey struct {
+	dump     string
+	expireAt int64
+}
+
+// load writes n strings (a third with a TTL) and one key of every other type, big ones
+// included, and returns each key's DUMP and PEXPIRETIME.
+func load(t *testing.T, ctx context.Context, cc *router, n int) map[string]loadedKey {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		ttl := time.Duration(0)
+		if i%3 == 0 {
+			ttl = time.Hour + time.Duration(i)*time.Millisecond
+		}
+		k := fmt.Sprint("k:", i)
+		if err := cc.c(k).Set(ctx, k, fmt.Sprint("value-", i), ttl).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	do := func(args ...any) {
+		if err := cc.c(args[1].(string)).Do(ctx, args...).Err(); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+	}
+	do("rpush", "list", "a", "b", "c")
+	do("hset", "hash", "f", "v", "g", "w")
+	do("sadd", "set", "x", "y", 7)
+	do("zadd", "zset", 1, "a", 2.5, "b")
+	do("xadd", "stream", "*", "f", "v")
+	if err := cc.c("stream").Do(ctx, "xgroup", "create", "stream", "g", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	do("pexpire", "hash", 5000000)
+	for start := 0; start < 50000; start += 1000 {
+		args := []any{"zadd", "zbig"}
+		for i := start; i < start+1000; i++ {
+			args = append(args, i, fmt.Sprint("member-", i))
+		}
+		do(args...)
+	}
+	out := map[string]loadedKey{}
+	keys := []string{"list", "hash", "set", "zset", "stream", "zbig"}
+	for i := 0; i < n; i++ {
+		keys = append(keys, fmt.Sprint("k:", i))
+	}
+	for _, k := range keys {
+		d, err := cc.c(k).Dump(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		exp, err := cc.c(k).Do(ctx, "pexpiretime", k).Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if exp < 0 {
+			exp = -1
+		}
+		out[k] = loadedKey{dump: d, expireAt: exp}
+	}
+	return out
+}
+
+// sameSet compares a set by its members: a hashtable-encoded set is rebuilt by RESTORE
+// and DUMPs its members in another order.
+func sameSet(ctx context.Context, a, b *goredis.Client, k string) bool {
+	ma, err := a.SMembers(ctx, k).Result()
+	if err != nil {
+		return false
+	}
+	mb, err := b.SMembers(ctx, k).Result()
+	if err != nil {
+		return false
+	}
+	slices.Sort(ma)
+	slices.Sort(mb)
+	return slices.Equal(ma, mb)
+}
+
+func offsets(c *Cut) []string {
+	var out []string
+	for _, s := range c.Shards {
+		out = append(out, fmt.Sprintf("%s@%d", s.Addr, s.Offset))
+	}
+	return out
+}
+
+// TestCutWaitsWhileASlotIsOpen: a slot migrating means a key may be on either side; the
+// cut refuses, pausing nothing.
+func TestCutWaitsWhileASlotIsOpen(t *testing.T) {
+	ctx := context.Background()
+	src, d := servers(t, 3)
+	c0 := goredis.NewClient(&goredis.Options{Addr: src[0].Addr, Password: password})
+	defer c0.Close()
+	c1 := goredis.NewClient(&goredis.Options{Addr: src[1].Addr, Password: password})
+	defer c1.Close()
+	id1, err := c1.Do(ctx, "cluster", "myid").Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c0.Do(ctx, "cluster", "setslot", 0, "migrating", id1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = Take(ctx, d, redistest.Addrs(src), Options{})
+	w, ok := IsWait(err)
+	if !ok || w.Reason != "OpenSlots" {
+		t.Fatalf("Take with slot 0 migrating: %v", err)
+	}
+	if err := c0.Do(ctx, "cluster", "setslot", 0, "stable").Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, snaps, err := Take(ctx, d, redistest.Addrs(src), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range snaps {
+		s.Close()
+	}
+}

@@ -1,0 +1,326 @@
+package backup
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// S3 is a client of an S3-compatible object store: the few calls a backup needs (bucket
+// check, multipart upload, get, delete), path-style, signed with AWS Signature V4. It is
+// the operator's own so the binary carries no SDK.
+type S3 struct {
+	// Endpoint is the store's base URL (http:// or https://host:port).
+	Endpoint  string
+	Region    string
+	AccessKey string
+	SecretKey string
+	// TLS is used for an https endpoint (a CA of the user's); nil: the system's roots.
+	TLS *tls.Config
+	// PartSize is the size of each uploaded part (default 16 MiB; S3 wants at least 5 MiB
+	// for all parts but the last).
+	PartSize int
+	client   *http.Client
+}
+
+func (s *S3) http() *http.Client {
+	if s.client == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = s.TLS
+		s.client = &http.Client{Transport: tr, Timeout: 5 * time.Minute}
+	}
+	return s.client
+}
+
+// S3Error is an error answer of the store.
+type S3Error struct {
+	Status  int
+	Code    string `xml:"Code"`
+	Message string `xml:"Message"`
+}
+
+func (e *S3Error) Error() string {
+	return fmt.Sprintf("S3 %d %s: %s", e.Status, e.Code, e.Message)
+}
+
+// do sends one signed request; body may be nil. The caller closes the response body.
+func (s *S3) do(ctx context.Context, method, bucket, key string, query url.Values, body []byte) (*http.Response, error) {
+	u, err := url.Parse(strings.TrimRight(s.Endpoint, "/"))
+	if err != nil {
+		return nil, fmt.Errorf("bad S3 endpoint %q: %w", s.Endpoint, err)
+	}
+	path := "/" + bucket
+	if key != "" {
+		path += "/" + key
+	}
+	u.Path = path
+	u.RawQuery = canonicalQuery(query)
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+	if err != nil {
+		return nil, err
+	}
+	req.ContentLength = int64(len(body))
+	sum := sha256.Sum256(body)
+	s.sign(req, hex.EncodeToString(sum[:]), time.Now().UTC())
+	resp, err := s.http().Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("S3 %s %s: %w", method, path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		e := &S3Error{Status: resp.StatusCode}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		_ = xml.Unmarshal(b, e)
+		if e.Code == "" {
+			e.Code = http.StatusText(resp.StatusCode)
+		}
+		return nil, e
+	}
+	return resp, nil
+}
+
+func canonicalQuery(q url.Values) string {
+	if len(q) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(q))
+	for k := range q {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		for _, v := range q[k] {
+			parts = append(parts, uriEncode(k, true)+"="+uriEncode(v, true))
+		}
+	}
+	return strings.Join(parts, "&")
+}
+
+// uriEncode is SigV4's URI encoding: every byte but A-Z a-z 0-9 - _ . ~ (and / when
+// encodeSlash is false) as %XX.
+func uriEncode(s string, encodeSlash bool) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' || c == '~' || (c == '/' && !encodeSlash) {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}
+
+func hmacSHA256(key []byte, data string) []byte {
+	h := hmac.New(sha256.New, key)
+	h.Write([]byte(data))
+	return h.Sum(nil)
+}
+
+func (s *S3) sign(req *http.Request, payloadHash string, now time.Time) {
+	region := s.Region
+	if region == "" {
+		region = "us-east-1"
+	}
+	amzDate := now.Format("20060102T150405Z")
+	day := now.Format("20060102")
+	req.Header.Set("x-amz-date", amzDate)
+	req.Header.Set("x-amz-content-sha256", payloadHash)
+	host := req.URL.Host
+	signed := []string{"host", "x-amz-content-sha256", "x-amz-date"}
+	canonHeaders := "host:" + host + "\nx-amz-content-sha256:" + payloadHash + "\nx-amz-date:" + amzDate + "\n"
+	canon := strings.Join([]string{req.Method, uriEncode(req.URL.Path, false), req.URL.RawQuery,
+		canonHeaders, strings.Join(signed, ";"), payloadHash}, "\n")
+	scope := day + "/" + region + "/s3/aws4_request"
+	ch := sha256.Sum256([]byte(canon))
+	toSign := "AWS4-HMAC-SHA256\n" + amzDate + "\n" + scope + "\n" + hex.EncodeToString(ch[:])
+	k := hmacSHA256([]byte("AWS4"+s.SecretKey), day)
+	k = hmacSHA256(k, region)
+	k = hmacSHA256(k, "s3")
+	k = hmacSHA256(k, "aws4_request")
+	sig := hex.EncodeToString(hmacSHA256(k, toSign))
+	req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential="+s.AccessKey+"/"+scope+
+		", SignedHeaders="+strings.Join(signed, ";")+", Signature="+sig)
+}
+
+// HeadBucket checks the bucket exists and the credentials may use it.
+func (s *S3) HeadBucket(ctx context.Context, bucket string) error {
+	resp, err := s.do(ctx, http.MethodHead, bucket, "", nil, nil)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	return nil
+}
+
+// CreateBucket makes a bucket (tests; a backup never creates one).
+func (s *S3) CreateBucket(ctx context.Context, bucket string) error {
+	resp, err := s.do(ctx, http.MethodPut, bucket, "", nil, nil)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	return nil
+}
+
+// Uploaded is what Put wrote.
+type Uploaded struct {
+	Size   int64
+	SHA256 string
+}
+
+// Put uploads r as the object key with a multipart upload (parts of PartSize), and
+// returns its size and SHA-256. A failure aborts the upload: no partial object is left.
+func (s *S3) Put(ctx context.Context, bucket, key string, r io.Reader, progress func(n int64)) (Uploaded, error) {
+	partSize := s.PartSize
+	if partSize == 0 {
+		partSize = 16 << 20
+	}
+	resp, err := s.do(ctx, http.MethodPost, bucket, key, url.Values{"uploads": {""}}, nil)
+	if err != nil {
+		return Uploaded{}, err
+	}
+	var init struct {
+		UploadID string `xml:"UploadId"`
+	}
+	err = xml.NewDecoder(resp.Body).Decode(&init)
+	resp.Body.Close()
+	if err != nil || init.UploadID == "" {
+		return Uploaded{}, fmt.Errorf("S3 multipart upload of %s: no upload ID (%v)", key, err)
+	}
+	abort := func() {
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if resp, err := s.do(actx, http.MethodDelete, bucket, key, url.Values{"uploadId": {init.UploadID}}, nil); err == nil {
+			resp.Body.Close()
+		}
+	}
+	var whole hash.Hash = sha256.New()
+	type part struct {
+		Number int    `xml:"PartNumber"`
+		ETag   string `xml:"ETag"`
+	}
+	var parts []part
+	var size int64
+	buf := make([]byte, partSize)
+	for n := 1; ; n++ {
+		got, rerr := io.ReadFull(r, buf)
+		if rerr != nil && rerr != io.ErrUnexpectedEOF && rerr != io.EOF {
+			abort()
+			return Uploaded{}, fmt.Errorf("reading %s: %w", key, rerr)
+		}
+		if got == 0 && n > 1 {
+			break
+		}
+		whole.Write(buf[:got])
+		resp, err := s.do(ctx, http.MethodPut, bucket, key, url.Values{"partNumber": {strconv.Itoa(n)}, "uploadId": {init.UploadID}}, buf[:got])
+		if err != nil {
+			abort()
+			return Uploaded{}, err
+		}
+		resp.Body.Close()
+		parts = append(parts, part{Number: n, ETag: resp.Header.Get("ETag")})
+		size += int64(got)
+		if progress != nil {
+			progress(int64(got))
+		}
+		if rerr != nil { // the last, short part
+			break
+		}
+	}
+	body, _ := xml.Marshal(struct {
+		XMLName xml.Name `xml:"CompleteMultipartUpload"`
+		Parts   []part   `xml:"Part"`
+	}{Parts: parts})
+	resp, err = s.do(ctx, http.MethodPost, bucket, key, url.Values{"uploadId": {init.UploadID}}, body)
+	if err != nil {
+		abort()
+		return Uploaded{}, err
+	}
+	// A 200 may still carry an error (S3's CompleteMultipartUpload).
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if bytes.Contains(b, []byte("<Error>")) {
+		e := &S3Error{Status: 200}
+		_ = xml.Unmarshal(b, e)
+		return Uploaded{}, e
+	}
+	return Uploaded{Size: size, SHA256: hex.EncodeToString(whole.Sum(nil))}, nil
+}
+
+// PutSmall uploads a small object in one request (the manifest).
+func (s *S3) PutSmall(ctx context.Context, bucket, key string, body []byte) error {
+	resp, err := s.do(ctx, http.MethodPut, bucket, key, nil, body)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	return nil
+}
+
+// Get opens the object key; the caller closes it.
+func (s *S3) Get(ctx context.Context, bucket, key string) (io.ReadCloser, error) {
+	resp, err := s.do(ctx, http.MethodGet, bucket, key, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	return resp.Body, nil
+}
+
+// Delete removes the object key; a missing one is no error.
+func (s *S3) Delete(ctx context.Context, bucket, key string) error {
+	resp, err := s.do(ctx, http.MethodDelete, bucket, key, nil, nil)
+	var e *S3Error
+	if errors.As(err, &e) && e.Status == http.StatusNotFound {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	return nil
+}
+
+// VerifyingReader reads r and, at its end, fails unless what was read has the SHA-256
+// want (hex): a restore never takes a changed object for the backup.
+func VerifyingReader(r io.ReadCloser, want string) io.ReadCloser {
+	return &verifying{r: r, h: sha256.New(), want: want}
+}
+
+type verifying struct {
+	r    io.ReadCloser
+	h    hash.Hash
+	want string
+}
+
+func (v *verifying) Read(p []byte) (int, error) {
+	n, err := v.r.Read(p)
+	v.h.Write(p[:n])
+	if err == io.EOF && v.want != "" {
+		if got := hex.EncodeToString(v.h.Sum(nil)); got != v.want {
+			return n, fmt.Errorf("object checksum %s, the backup recorded %s", got, v.want)
+		}
+	}
+	return n, err
+}
+
+func (v *verifying) Close() error { return v.r.Close() }

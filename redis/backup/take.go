@@ -1,0 +1,389 @@
+package backup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
+)
+
+// Shard is one master at the cut.
+type Shard struct {
+	Addr   string
+	NodeID string
+	Slots  topology.SlotRanges
+	// ConfigEpoch is the master's at the cut; a different one afterwards means its slots
+	// changed hands meanwhile.
+	ConfigEpoch uint64
+	// ReplID and Offset are the replication ID and offset the master's snapshot starts at
+	// (+FULLRESYNC): the RDB holds every write up to Offset and none after.
+	ReplID string
+	Offset int64
+}
+
+// Cut is one point of the write stream across every master.
+type Cut struct {
+	Shards []Shard
+	// PauseBegan is when the first CLIENT PAUSE was sent, PauseEnded when the last
+	// CLIENT UNPAUSE was answered: every write acknowledged before PauseBegan is in the
+	// snapshots, none sent after PauseEnded is. Paused is their difference, the longest any
+	// client's write can have waited on the cut.
+	PauseBegan, PauseEnded time.Time
+	Paused                 time.Duration
+}
+
+// WaitError says the cluster is not in a state a cut can be taken in (slots migrating, a
+// node failing, a master unreachable, a fork already running): nothing was paused or the
+// cut was discarded; try again later.
+type WaitError struct {
+	// Reason is a CamelCase word for the status (OpenSlots, NodeFailing, ...).
+	Reason  string
+	Message string
+}
+
+func (e *WaitError) Error() string { return e.Message }
+
+func wait(reason, format string, args ...any) error {
+	return &WaitError{Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+// IsWait reports whether err says to wait and try again.
+func IsWait(err error) (*WaitError, bool) {
+	var w *WaitError
+	ok := errors.As(err, &w)
+	return w, ok
+}
+
+// Snapshot is one master's RDB, read from its replication stream.
+type Snapshot struct {
+	Shard Shard
+	// Size is the RDB's length in bytes, known once Open returned.
+	Size int64
+	cn   *conn
+	body io.Reader
+}
+
+// Open waits for the master to have written its snapshot (the BGSAVE runs on the master
+// after the cut; the master sends newlines meanwhile) and starts the RDB: Size is then set.
+// A master that sends nothing for idle fails it.
+func (s *Snapshot) Open(idle time.Duration) error {
+	for {
+		_ = s.cn.c.SetReadDeadline(time.Now().Add(idle))
+		b, err := s.cn.r.ReadByte()
+		if err != nil {
+			return fmt.Errorf("failed to read the snapshot of %s: %w", s.Shard.Addr, err)
+		}
+		if b == '\n' {
+			continue // keepalive while the BGSAVE runs
+		}
+		if b != '$' {
+			return fmt.Errorf("unexpected snapshot preamble from %s: %q", s.Shard.Addr, b)
+		}
+		line, err := s.cn.line()
+		if err != nil {
+			return err
+		}
+		if strings.HasPrefix(line, "EOF:") {
+			return fmt.Errorf("%s sent a diskless snapshot, which was not asked for", s.Shard.Addr)
+		}
+		n, err := strconv.ParseInt(line, 10, 64)
+		if err != nil || n < 0 {
+			return fmt.Errorf("bad snapshot length from %s: %q", s.Shard.Addr, line)
+		}
+		s.Size = n
+		s.body = &deadlineReader{cn: s.cn, idle: idle, r: io.LimitReader(s.cn.r, n)}
+		return nil
+	}
+}
+
+// Read reads the RDB (after Open); io.EOF at its end.
+func (s *Snapshot) Read(p []byte) (int, error) {
+	if s.body == nil {
+		return 0, errors.New("snapshot not opened")
+	}
+	return s.body.Read(p)
+}
+
+// Close ends the replication connection (the master forgets this replica).
+func (s *Snapshot) Close() error { return s.cn.Close() }
+
+type deadlineReader struct {
+	cn   *conn
+	idle time.Duration
+	r    io.Reader
+}
+
+func (d *deadlineReader) Read(p []byte) (int, error) {
+	_ = d.cn.c.SetReadDeadline(time.Now().Add(d.idle))
+	return d.r.Read(p)
+}
+
+// Options shape a cut.
+type Options struct {
+	// PauseTimeout is CLIENT PAUSE's own timeout: should the operator die mid-cut, writes
+	// resume by themselves after it. A cut that took longer is discarded. Default 2 s.
+	PauseTimeout time.Duration
+}
+
+// Take takes one consistent cut of the cluster whose nodes are at addrs, and returns
+// one Snapshot per master, to be opened, read and closed by the caller.
+//
+// How: every node's view must show all 16384 slots served, no slot migrating or importing
+// and no node failing (else a WaitError, nothing paused). A replication connection is
+// opened to every master (REPLCONF rdb-only 1: the RDB and nothing after it). Then writes
+// are paused on every master (CLIENT PAUSE WRITE) and, once every master has answered,
+// each is sent PSYNC ? -1: with no BGSAVE running, Redis forks for the snapshot while
+// handling it and answers +FULLRESYNC with the replication offset the snapshot starts at,
+// which must equal the master's offset under the pause (else the master attached us to
+// an older BGSAVE: discarded). Writes are unpaused as soon as every master has answered.
+// Since every pause was in force before any fork, a write that made it into one snapshot
+// was preceded by every write that made it to any master before it. Last, the masters'
+// views are read again: a slot that changed hands meanwhile discards the cut.
+func Take(ctx context.Context, d Dialer, addrs []string, o Options) (*Cut, []*Snapshot, error) {
+	if o.PauseTimeout == 0 {
+		o.PauseTimeout = 2 * time.Second
+	}
+	masters, err := stableMasters(ctx, d, addrs)
+	if err != nil {
+		return nil, nil, err
+	}
+	// Connections first, so the pause covers no dial or AUTH.
+	ctl := make([]*conn, len(masters))
+	rep := make([]*conn, len(masters))
+	closeAll := func() {
+		for i := range masters {
+			if ctl[i] != nil {
+				ctl[i].Close()
+			}
+			if rep[i] != nil {
+				rep[i].Close()
+			}
+		}
+	}
+	for i, m := range masters {
+		if ctl[i], err = d.dial(ctx, m.Addr); err != nil {
+			closeAll()
+			return nil, nil, wait("MasterUnreachable", "master %s: %v", m.Addr, err)
+		}
+		info, err := ctl[i].do("INFO", "persistence")
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("INFO persistence on %s: %w", m.Addr, err)
+		}
+		for _, f := range []string{"rdb_bgsave_in_progress", "aof_rewrite_in_progress", "module_fork_in_progress"} {
+			if v, _ := infoField(info, f); v == "1" {
+				closeAll()
+				return nil, nil, wait("ForkBusy", "master %s has a background save running (%s); its snapshot would start after the cut", m.Addr, f)
+			}
+		}
+		if rep[i], err = d.dial(ctx, m.Addr); err != nil {
+			closeAll()
+			return nil, nil, wait("MasterUnreachable", "master %s: %v", m.Addr, err)
+		}
+		if _, err := rep[i].do("REPLCONF", "rdb-only", "1"); err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("REPLCONF rdb-only on %s: %w", m.Addr, err)
+		}
+	}
+
+	cut := &Cut{PauseBegan: time.Now()}
+	pauseMs := strconv.FormatInt(o.PauseTimeout.Milliseconds(), 10)
+	errs := parallel(len(masters), func(i int) error {
+		_, err := ctl[i].do("CLIENT", "PAUSE", pauseMs, "WRITE")
+		return err
+	})
+	if err := firstErr(errs); err == nil {
+		errs = parallel(len(masters), func(i int) error {
+			info, err := ctl[i].do("INFO", "replication")
+			if err != nil {
+				return err
+			}
+			v, _ := infoField(info, "master_repl_offset")
+			want, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return fmt.Errorf("no master_repl_offset in INFO of %s", masters[i].Addr)
+			}
+			if err := rep[i].send("PSYNC", "?", "-1"); err != nil {
+				return err
+			}
+			line, err := readFullResync(rep[i], o.PauseTimeout)
+			if err != nil {
+				return err
+			}
+			f := strings.Fields(line)
+			if len(f) != 3 || f[0] != "FULLRESYNC" {
+				return fmt.Errorf("PSYNC on %s answered %q", masters[i].Addr, line)
+			}
+			got, err := strconv.ParseInt(f[2], 10, 64)
+			if err != nil {
+				return fmt.Errorf("PSYNC on %s answered %q", masters[i].Addr, line)
+			}
+			if got != want {
+				return wait("ForkBusy", "master %s started its snapshot at offset %d, not at the cut's %d (it joined a background save already running)", masters[i].Addr, got, want)
+			}
+			masters[i].ReplID, masters[i].Offset = f[1], got
+			return nil
+		})
+	}
+	// Unpause whatever happened.
+	unerrs := parallel(len(masters), func(i int) error {
+		_, err := ctl[i].do("CLIENT", "UNPAUSE")
+		return err
+	})
+	cut.PauseEnded = time.Now()
+	cut.Paused = cut.PauseEnded.Sub(cut.PauseBegan)
+	for i := range ctl {
+		ctl[i].Close()
+		ctl[i] = nil
+	}
+	if err := firstErr(errs); err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	if err := firstErr(unerrs); err != nil {
+		closeAll()
+		return nil, nil, fmt.Errorf("CLIENT UNPAUSE: %w (writes resume by themselves after %v)", err, o.PauseTimeout)
+	}
+	if cut.Paused >= o.PauseTimeout {
+		closeAll()
+		return nil, nil, wait("PauseTooLong", "the cut took %v, longer than the pause (%v): a snapshot may have started after writes resumed", cut.Paused, o.PauseTimeout)
+	}
+	after, err := stableMasters(ctx, d, mastersAddrs(masters))
+	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	if !sameShards(masters, after) {
+		closeAll()
+		return nil, nil, wait("TopologyChanged", "the masters or their slots changed during the cut")
+	}
+	cut.Shards = masters
+	snaps := make([]*Snapshot, len(masters))
+	for i := range masters {
+		snaps[i] = &Snapshot{Shard: masters[i], cn: rep[i]}
+	}
+	return cut, snaps, nil
+}
+
+// readFullResync reads PSYNC's answer, skipping the newlines a master may send first.
+func readFullResync(cn *conn, within time.Duration) (string, error) {
+	_ = cn.c.SetReadDeadline(time.Now().Add(within))
+	for {
+		line, err := cn.line()
+		if err != nil {
+			return "", err
+		}
+		if line == "" {
+			continue
+		}
+		if line[0] == '-' {
+			return "", redisError(line[1:])
+		}
+		return strings.TrimPrefix(line, "+"), nil
+	}
+}
+
+func mastersAddrs(ms []Shard) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.Addr
+	}
+	return out
+}
+
+func sameShards(a, b []Shard) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Addr != b[i].Addr || a[i].NodeID != b[i].NodeID || a[i].ConfigEpoch != b[i].ConfigEpoch || !a[i].Slots.Equal(b[i].Slots) {
+			return false
+		}
+	}
+	return true
+}
+
+// stableMasters reads every node's own line (CLUSTER NODES) and returns the masters,
+// sorted by their first slot, when the cluster is fit for a cut.
+func stableMasters(ctx context.Context, d Dialer, addrs []string) ([]Shard, error) {
+	var masters []Shard
+	owned := 0
+	for _, addr := range addrs {
+		cn, err := d.dial(ctx, addr)
+		if err != nil {
+			return nil, wait("NodeUnreachable", "node %s: %v", addr, err)
+		}
+		text, err := cn.do("CLUSTER", "NODES")
+		cn.Close()
+		if err != nil {
+			return nil, wait("NodeUnreachable", "CLUSTER NODES on %s: %v", addr, err)
+		}
+		nodes, err := topology.ParseClusterNodes(text)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range nodes {
+			if n.Fail || n.PFail {
+				return nil, wait("NodeFailing", "%s sees node %s (%s) failing", addr, n.ID, n.Addr())
+			}
+			if !n.Myself {
+				continue
+			}
+			if len(n.Migrating) > 0 || len(n.Importing) > 0 {
+				return nil, wait("OpenSlots", "%s has slots migrating %v or importing %v", addr, keys(n.Migrating), keys(n.Importing))
+			}
+			if n.Master && n.Slots.Count() > 0 {
+				masters = append(masters, Shard{Addr: addr, NodeID: n.ID, Slots: n.Slots.Normalize(), ConfigEpoch: n.ConfigEpoch})
+				owned += n.Slots.Count()
+			}
+		}
+	}
+	var all topology.SlotRanges
+	for _, m := range masters {
+		all = append(all, m.Slots...)
+	}
+	if covered := all.Normalize().Count(); owned != topology.SlotCount || covered != topology.SlotCount {
+		return nil, wait("SlotsNotCovered", "the masters reached own %d of %d slots (%d claims)", covered, topology.SlotCount, owned)
+	}
+	sort.Slice(masters, func(i, j int) bool { return masters[i].Slots[0].Start < masters[j].Slots[0].Start })
+	return masters, nil
+}
+
+func keys(m map[int]string) []int {
+	var out []int
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Ints(out)
+	return out
+}
+
+func parallel(n int, f func(i int) error) []error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f(i)
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+func firstErr(errs []error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
