@@ -25,13 +25,14 @@ func ClusterSlots(ctx context.Context, f Factory, addrs []string) ([]goredis.Clu
 			lastErr = err
 			continue
 		}
-		return slotTable(nodes), nil
+		return SlotTable(nodes), nil
 	}
 	return nil, fmt.Errorf("failed to read the slot table from any of %v: %w", addrs, lastErr)
 }
 
-// slotTable lists, per slot range of each master, the master then its replicas.
-func slotTable(nodes []topology.Node) []goredis.ClusterSlot {
+// SlotTable lists, per slot range of each master, the master then its replicas, from
+// CLUSTER NODES (the addresses the nodes announce).
+func SlotTable(nodes []topology.Node) []goredis.ClusterSlot {
 	replicas := map[string][]goredis.ClusterNode{}
 	for _, n := range nodes {
 		if n.Replica && !n.Fail {

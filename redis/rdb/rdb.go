@@ -347,77 +347,66 @@ func (p *parser) scan(fn func(*Entry) error) (*Header, error) {
 }
 
 func (p *parser) skipValue(t byte) error {
+	str := func() error { _, err := p.str(false); return err }
 	switch t {
 	case typeString, typeHashZipmap, typeListZiplist, typeSetIntset, typeZsetZiplist,
 		typeHashZiplist, typeHashLP, typeZsetLP, typeSetLP:
-		_, err := p.str(false)
-		return err
+		return str()
 	case typeList, typeSet, typeListQuick:
-		n, err := p.plainLength()
-		if err != nil {
-			return err
-		}
-		return p.skipStrings(n)
+		return p.each(str)
 	case typeHash:
-		n, err := p.plainLength()
-		if err != nil {
-			return err
-		}
-		return p.skipStrings(2 * n)
+		return p.each(func() error { return p.all(str, str) })
 	case typeZset:
-		n, err := p.plainLength()
-		if err != nil {
-			return err
-		}
-		for i := 0; i < n; i++ {
-			if _, err := p.str(false); err != nil {
-				return err
-			}
-			l, err := p.byte()
-			if err != nil {
-				return err
-			}
-			if l < 253 {
-				if _, err := p.readFull(int(l)); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
+		// A member, then its score as a string of the length the byte gives (253-255 are
+		// NaN and the infinities, with no bytes).
+		return p.each(func() error { return p.all(str, p.skipOldScore) })
 	case typeZset2:
-		n, err := p.plainLength()
-		if err != nil {
-			return err
-		}
-		for i := 0; i < n; i++ {
-			if _, err := p.str(false); err != nil {
-				return err
-			}
-			if _, err := p.readFull(8); err != nil {
-				return err
-			}
-		}
-		return nil
+		// A member, then its score as a binary double.
+		return p.each(func() error { return p.all(str, func() error { _, err := p.readFull(8); return err }) })
 	case typeListQuick2:
-		n, err := p.plainLength()
-		if err != nil {
-			return err
-		}
-		for i := 0; i < n; i++ {
-			if _, err := p.plainLength(); err != nil { // container: plain or packed
-				return err
-			}
-			if _, err := p.str(false); err != nil {
-				return err
-			}
-		}
-		return nil
+		// Each node: its container (plain or packed), then its data.
+		return p.each(func() error { return p.all(func() error { _, err := p.plainLength(); return err }, str) })
 	case typeStreamLP, typeStreamLP2, typeStreamLP3:
 		return p.skipStream(t)
 	case typeModule, typeModule2:
 		return errors.New("module values are not supported")
 	}
 	return fmt.Errorf("unknown value type %d", t)
+}
+
+// each reads a length n, then n items with item.
+func (p *parser) each(item func() error) error {
+	n, err := p.plainLength()
+	if err != nil {
+		return err
+	}
+	for i := 0; i < n; i++ {
+		if err := item(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// all runs the readers one after the other, stopping at the first error.
+func (p *parser) all(readers ...func() error) error {
+	for _, r := range readers {
+		if err := r(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// skipOldScore skips a ZSET (type 3) score: a length byte, then that many bytes of a
+// decimal string, none for 253-255.
+func (p *parser) skipOldScore() error {
+	l, err := p.byte()
+	if err != nil || l >= 253 {
+		return err
+	}
+	_, err = p.readFull(int(l))
+	return err
 }
 
 func (p *parser) lengths(n int) error {

@@ -27,14 +27,8 @@ func TestCRC64MatchesRedis(t *testing.T) {
 // payload DUMP gives, and the expiry PEXPIRETIME gives: what RESTORE gets from a backup is
 // then what a live MIGRATE would carry.
 func TestScanGivesWhatDumpGives(t *testing.T) {
-	srv := redistest.Start(t, 1, redistest.Config{})[0]
+	srv, c := oneNodeCluster(t)
 	ctx := context.Background()
-	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
-	defer c.Close()
-	if err := c.Do(ctx, "cluster", "addslotsrange", 0, 16383).Err(); err != nil {
-		t.Fatal(err)
-	}
-	waitOK(t, c)
 	keys := fill(t, ctx, c)
 	if err := c.Do(ctx, "save").Err(); err != nil {
 		t.Fatal(err)
@@ -84,14 +78,8 @@ func TestScanGivesWhatDumpGives(t *testing.T) {
 }
 
 func TestScanRefusesACutOrCorruptFile(t *testing.T) {
-	srv := redistest.Start(t, 1, redistest.Config{})[0]
+	srv, c := oneNodeCluster(t)
 	ctx := context.Background()
-	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
-	defer c.Close()
-	if err := c.Do(ctx, "cluster", "addslotsrange", 0, 16383).Err(); err != nil {
-		t.Fatal(err)
-	}
-	waitOK(t, c)
 	fill(t, ctx, c)
 	if err := c.Do(ctx, "save").Err(); err != nil {
 		t.Fatal(err)
@@ -176,4 +164,17 @@ func fill(t *testing.T, ctx context.Context, c *goredis.Client) []string {
 	}
 	do("pexpire", "zset-big", 9000000)
 	return keys
+}
+
+// oneNodeCluster starts a redis-server that owns every slot, and a client of it.
+func oneNodeCluster(t *testing.T) (*redistest.Server, *goredis.Client) {
+	t.Helper()
+	srv := redistest.Start(t, 1, redistest.Config{})[0]
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { c.Close() })
+	if err := c.Do(context.Background(), "cluster", "addslotsrange", 0, 16383).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitOK(t, c)
+	return srv, c
 }

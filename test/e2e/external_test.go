@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
+	opredis "github.com/hc-middleware/redis-cluster-operator/redis"
 	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 	"github.com/hc-middleware/redis-cluster-operator/test/e2e/framework"
 )
@@ -294,21 +295,5 @@ func externalSlots(ctx context.Context, seed string, dial func(context.Context, 
 	if err != nil {
 		return nil, err
 	}
-	replicas := map[string][]redis.ClusterNode{}
-	for _, n := range nodes {
-		if n.Replica && !n.Fail {
-			replicas[n.MasterID] = append(replicas[n.MasterID], redis.ClusterNode{ID: n.ID, Addr: n.Addr()})
-		}
-	}
-	var out []redis.ClusterSlot
-	for _, n := range nodes {
-		if !n.Master || n.Fail {
-			continue
-		}
-		for _, r := range n.Slots {
-			out = append(out, redis.ClusterSlot{Start: r.Start, End: r.End,
-				Nodes: append([]redis.ClusterNode{{ID: n.ID, Addr: n.Addr()}}, replicas[n.ID]...)})
-		}
-	}
-	return out, nil
+	return opredis.SlotTable(nodes), nil
 }
