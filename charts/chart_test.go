@@ -317,23 +317,28 @@ func TestChartRefusesBadValues(t *testing.T) {
 	}
 }
 
-// TestChartMatchesConfig: the chart's CRD is the generated one byte for byte, and its
-// default pod is the one `make deploy` runs (config/manager), but for names and image.
+// TestChartMatchesConfig: the chart's CRDs are the generated ones byte for byte, no more
+// and no fewer, and its default pod is the one `make deploy` runs (config/manager), but for
+// names and image.
 func TestChartMatchesConfig(t *testing.T) {
-	chartCRD, err := os.ReadFile(filepath.Join(chartDir, "crds", filepath.Base(generatedCR)))
+	bases := filepath.Dir(generatedCR)
+	want, err := os.ReadDir(bases)
 	if err != nil {
 		t.Fatal(err)
 	}
-	generated, err := os.ReadFile(generatedCR)
-	if err != nil {
-		t.Fatal(err)
+	got, _ := os.ReadDir(filepath.Join(chartDir, "crds"))
+	if len(got) != len(want) {
+		t.Errorf("the chart's crds/ holds %d files, config/crd/bases %d: run 'make manifests'", len(got), len(want))
 	}
-	if !bytes.Equal(chartCRD, generated) {
-		t.Error("the chart's crds/ differs from config/crd/bases: run 'make manifests'")
-	}
-	entries, _ := os.ReadDir(filepath.Join(chartDir, "crds"))
-	if len(entries) != 1 {
-		t.Errorf("the chart's crds/ holds %d files, want the one CRD", len(entries))
+	for _, e := range want {
+		generated, err := os.ReadFile(filepath.Join(bases, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		chartCRD, err := os.ReadFile(filepath.Join(chartDir, "crds", e.Name()))
+		if err != nil || !bytes.Equal(chartCRD, generated) {
+			t.Errorf("the chart's crds/%s differs from config/crd/bases (%v): run 'make manifests'", e.Name(), err)
+		}
 	}
 
 	objs, err := template(t)
