@@ -64,6 +64,10 @@ type authState struct {
 	conf string
 	// exists is true when NAME-auth exists.
 	exists bool
+	// resourceVersion is NAME-auth's as read (and judged this RedisCluster's) or as last
+	// written: every write is preconditioned on it, so a Secret replaced meanwhile by one
+	// the operator does not own is never overwritten.
+	resourceVersion string
 	// users are spec.users with their password hashes, in spec order, then the
 	// operator's exporter user when the cluster has the exporter sidecar.
 	users []redis.User
@@ -233,7 +237,7 @@ func (r *Reconciler) readAuthSecret(ctx context.Context, s *scope) error {
 		return nil
 	}
 	a := s.auth
-	a.exists = true
+	a.exists, a.resourceVersion = true, sec.ResourceVersion
 	a.conf = string(sec.Data[authConfKey])
 	a.active = string(sec.Data[authPasswordKey])
 	a.previous = string(sec.Data[authPreviousKey])
@@ -361,8 +365,17 @@ func (r *Reconciler) writeAuthSecret(ctx context.Context, s *scope, active, prev
 			WithKind(gvk.Kind).WithName(rc.Name).WithUID(rc.UID).WithController(true).WithBlockOwnerDeletion(true)).
 		WithType(corev1.SecretTypeOpaque).
 		WithData(data)
+	if s.auth.exists {
+		// The operator writes only the Secret it read and found its own (readAuthSecret):
+		// the API server refuses the apply (Conflict) if it was replaced or changed since,
+		// instead of ForceOwnership taking over whatever is there now.
+		sec.WithResourceVersion(s.auth.resourceVersion)
+	}
 	if err := r.Client.Apply(ctx, sec, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("failed to apply Secret %s: %w", authSecretName(rc.Name), err)
+	}
+	if sec.ResourceVersion != nil {
+		s.auth.resourceVersion = *sec.ResourceVersion
 	}
 	s.auth.exists, s.auth.conf, s.auth.active, s.auth.previous = true, conf, active, previous
 	s.creds.user, s.creds.password, s.creds.previous = redis.OperatorUser, active, previous

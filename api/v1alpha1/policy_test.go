@@ -31,7 +31,7 @@ func TestTenantPolicyRefuses(t *testing.T) {
 	if err := k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	for _, o := range policyObjects(t) {
+	for _, o := range policyObjects(t, "tenant-restrictions.yaml") {
 		if o.GetKind() == "ValidatingAdmissionPolicyBinding" {
 			sel := map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": ns}}
 			if err := unstructured.SetNestedField(o.Object, sel, "spec", "matchResources", "namespaceSelector"); err != nil {
@@ -128,10 +128,10 @@ func create(ctx context.Context, ns, name string, mutate func(*redisv1alpha1.Red
 	return k8sClient.Create(ctx, rc)
 }
 
-// policyObjects reads config/policy/tenant-restrictions.yaml.
-func policyObjects(t *testing.T) []*unstructured.Unstructured {
+// policyObjects reads a policy and its binding from config/policy.
+func policyObjects(t *testing.T, file string) []*unstructured.Unstructured {
 	t.Helper()
-	f, err := os.Open(filepath.Join(repoRoot, "config", "policy", "tenant-restrictions.yaml"))
+	f, err := os.Open(filepath.Join(repoRoot, "config", "policy", file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func policyObjects(t *testing.T) []*unstructured.Unstructured {
 		}
 	}
 	if len(out) != 2 {
-		t.Fatalf("config/policy/tenant-restrictions.yaml: %d objects, want the policy and its binding", len(out))
+		t.Fatalf("config/policy/%s: %d objects, want the policy and its binding", file, len(out))
 	}
 	return out
 }
