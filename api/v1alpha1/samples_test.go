@@ -7,20 +7,27 @@ Licensed under the Apache License, Version 2.0.
 package v1alpha1_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
+	"github.com/hc-middleware/redis-cluster-operator/render"
 )
 
 var (
@@ -126,8 +133,8 @@ func TestDemoSampleIsAccepted(t *testing.T) {
 	}
 }
 
-// TestKubectl runs the real kubectl: explain documents the fields, apply accepts both
-// samples and refuses a bad CR with the field named.
+// TestKubectl runs the real kubectl: explain documents the fields, apply accepts every
+// sample and refuses a bad CR with the field named.
 func TestKubectl(t *testing.T) {
 	needAPIServer(t)
 	user, err := testEnv.ControlPlane.AddUser(envtest.User{Name: "kubectl-test", Groups: []string{"system:masters"}}, nil)
@@ -170,7 +177,7 @@ func TestKubectl(t *testing.T) {
 		}
 	}
 
-	for _, sample := range []string{seedSample, demoSample} {
+	for _, sample := range sampleFiles(t) {
 		out, err := run("", "apply", "--dry-run=server", "-f", sample)
 		if err != nil {
 			t.Errorf("kubectl apply -f %s refused it: %v\n%s", sample, err, out)
@@ -195,5 +202,156 @@ spec:
 	out, err = run(typo, "apply", "--dry-run=server")
 	if err == nil || !strings.Contains(out, `unknown field "spec.replicaz"`) {
 		t.Errorf("kubectl apply of an unknown field: err %v, output:\n%s", err, out)
+	}
+}
+
+// sampleFiles is every YAML file of config/samples but kustomize's own, so a sample added
+// there is checked without being listed here.
+func sampleFiles(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(repoRoot, "config", "samples", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var samples []string
+	for _, f := range files {
+		if filepath.Base(f) != "kustomization.yaml" {
+			samples = append(samples, f)
+		}
+	}
+	if len(samples) < 2 {
+		t.Fatalf("found %d samples in config/samples", len(samples))
+	}
+	return samples
+}
+
+// sampleObjects decodes every document of a sample file.
+func sampleObjects(t *testing.T, path string) []*unstructured.Unstructured {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var objs []*unstructured.Unstructured
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return objs
+			}
+			t.Fatalf("failed to parse %s: %v", path, err)
+		}
+		if len(u.Object) > 0 {
+			objs = append(objs, u)
+		}
+	}
+}
+
+// TestEverySampleIsAccepted sends every object of every file in config/samples to the API
+// server (a server-side dry run, with kubectl's strict field validation), so a sample that
+// the CRD's schema or rules refuse, or that names a field the API does not have, fails here.
+// Each RedisCluster, as the API server defaulted it, is also rendered by the operator's
+// templates (with the redis.conf of a ConfigMap in the same file), so a sample that passes
+// the API server but that the operator could not turn into objects fails too. Every sample
+// starts with a comment saying what it is for.
+func TestEverySampleIsAccepted(t *testing.T) {
+	needAPIServer(t)
+	r, err := render.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range sampleFiles(t) {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.HasPrefix(data, []byte("# ")) {
+				t.Errorf("%s does not start with a comment saying what it is for", path)
+			}
+			objs := sampleObjects(t, path)
+			if len(objs) == 0 {
+				t.Fatalf("%s holds no object", path)
+			}
+			var clusters []*redisv1alpha1.RedisCluster
+			userConf := map[string]string{}
+			for _, obj := range objs {
+				if obj.GetNamespace() == "" {
+					t.Errorf("%s %s has no namespace: kubectl apply -n would move only part of the sample", obj.GetKind(), obj.GetName())
+				}
+				if obj.GetKind() == "ConfigMap" {
+					conf, _, _ := unstructured.NestedString(obj.Object, "data", "redis.conf")
+					userConf[obj.GetName()] = conf
+				}
+				sent := obj.DeepCopy()
+				if err := k8sClient.Create(context.Background(), sent, strict, client.DryRunAll); err != nil {
+					t.Errorf("%s %s was refused: %v", obj.GetKind(), obj.GetName(), err)
+					continue
+				}
+				if sent.GetKind() == "RedisCluster" {
+					rc := &redisv1alpha1.RedisCluster{}
+					if err := runtime.DefaultUnstructuredConverter.FromUnstructured(sent.Object, rc); err != nil {
+						t.Fatalf("failed to convert %s: %v", obj.GetName(), err)
+					}
+					clusters = append(clusters, rc)
+				}
+			}
+			for _, rc := range clusters {
+				if rc.Spec.Pause {
+					continue // the seed: the operator leaves a paused cluster alone
+				}
+				conf := ""
+				if name := rc.Spec.PodTemplate().ConfigMap; name != "" {
+					var ok bool
+					if conf, ok = userConf[name]; !ok {
+						t.Errorf("RedisCluster %s names ConfigMap %s, which the sample does not hold", rc.Name, name)
+					}
+				}
+				if _, err := r.Render(rc, conf); err != nil {
+					t.Errorf("RedisCluster %s does not render: %v", rc.Name, err)
+				}
+			}
+		})
+	}
+}
+
+// samplePath matches a sample's file name where a document names one.
+var samplePath = regexp.MustCompile(`(?:config/samples/)?\b((?:redis_v1alpha1_|seed_)[A-Za-z0-9_.-]*\.yaml)`)
+
+// TestDocsNameOnlyExistingSamples reads every Markdown file of the repository: each sample
+// it names (config/samples/FILE, or FILE alone) must exist.
+func TestDocsNameOnlyExistingSamples(t *testing.T) {
+	named := 0
+	err := filepath.WalkDir(repoRoot, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); path != repoRoot && (strings.HasPrefix(n, ".") || n == "bin" || n == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".md") {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range samplePath.FindAllStringSubmatch(string(data), -1) {
+			named++
+			if _, err := os.Stat(filepath.Join(repoRoot, "config", "samples", m[1])); err != nil {
+				t.Errorf("%s names sample %s, which config/samples does not have", path, m[1])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if named == 0 {
+		t.Error("no document names a sample: the pattern is wrong")
 	}
 }
