@@ -51,6 +51,7 @@ const FinalizersForeground = "foreground"
 // +kubebuilder:validation:XValidation:rule="!has(self.users) || size(self.users) == 0 || !has(self.disablePassword) || !self.disablePassword",message="spec.users: ACL users need a password on the default user; remove spec.disablePassword (without a password every client is allowed everything)",fieldPath=".users",reason="FieldValueForbidden"
 // +kubebuilder:validation:XValidation:rule="!has(self.disablePassword) || !self.disablePassword || !has(self.passwordSecret)",message="spec.disablePassword: cannot be set with spec.passwordSecret; choose a password (passwordSecret, or neither for a generated one) or none",fieldPath=".disablePassword",reason="FieldValueForbidden"
 // +kubebuilder:validation:XValidation:rule="(has(self.pause) && self.pause) || !self.version.matches('^[vV]?[0-5]([.-].*)?$')",message="spec.version: Redis below 6 is refused (no ACL users, and its clients can run code in the container); use 6.0 or later (a paused cluster may keep an older version until it is unpaused)",fieldPath=".version",reason="FieldValueInvalid"
+// +kubebuilder:validation:XValidation:rule="has(self.restoreFrom) == has(oldSelf.restoreFrom)",message="spec.restoreFrom: cannot be added to or removed from an existing cluster (a restore fills a new, empty cluster before it serves); create a new RedisCluster with it",fieldPath=".restoreFrom",reason="FieldValueForbidden"
 // +kubebuilder:validation:XValidation:rule="!has(self.externalAccess) || !has(self.tls)",message="spec.externalAccess: not supported with spec.tls yet (the nodes would announce addresses their certificate does not name); remove one of them",fieldPath=".externalAccess",reason="FieldValueForbidden"
 type RedisClusterSpec struct {
 	// replicas is the total number of Redis instances (pods), masters and replicas
@@ -183,6 +184,34 @@ type RedisClusterSpec struct {
 	// bus): create a new RedisCluster. Default: none (plain TCP on 6379).
 	// +optional
 	TLS *TLSSpec `json:"tls,omitempty"`
+
+	// restoreFrom fills the new cluster from a backup before it serves (addition): once
+	// the cluster is formed, still Creating, the operator restores every key of the
+	// RedisClusterBackup it names (any number of masters into any other), and only then
+	// does the cluster move to Running and get its client Service. Progress is in
+	// status.restore. Only when the cluster is created: it cannot be added, changed or
+	// removed later (docs/backup.md). Default: none (an empty cluster).
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.restoreFrom is immutable: a cluster is restored once, when it is created; create a new RedisCluster to restore another backup",reason="FieldValueForbidden"
+	// +optional
+	RestoreFrom *RestoreSource `json:"restoreFrom,omitempty"`
+}
+
+// RestoreSource names the backup a new cluster is filled from.
+type RestoreSource struct {
+	// backup is the name of a RedisClusterBackup of this namespace that Succeeded; its
+	// objects are read from the store its spec.s3 names, with its credentials Secret.
+	// Required.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Backup string `json:"backup"`
+
+	// replace allows restoring into a cluster whose nodes already hold keys (kept data
+	// of a claim, say): a key of the backup then replaces the cluster's key of that name,
+	// other keys stay. Default false: a cluster holding any key is refused, nothing is
+	// written, and the status says which node holds keys.
+	// +optional
+	Replace bool `json:"replace,omitempty"`
 }
 
 // External access types (spec.externalAccess.type).

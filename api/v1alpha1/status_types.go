@@ -107,6 +107,45 @@ type RedisClusterStatus struct {
 	// spec.tls.
 	// +optional
 	TLS *TLSStatus `json:"tls,omitempty"`
+
+	// restore is how the restore of spec.restoreFrom went (addition). Absent without
+	// spec.restoreFrom.
+	// +optional
+	Restore *RestoreStatus `json:"restore,omitempty"`
+}
+
+// RestoreStatus is the restore of spec.restoreFrom: the cluster moves to Running only
+// once completedAt is set.
+type RestoreStatus struct {
+	// backup is the RedisClusterBackup restored.
+	Backup string `json:"backup"`
+	// reason is a CamelCase word for where the restore is (RestoreStarted,
+	// RestoreSucceeded) or why it waits or failed (BackupNotFound, BackupNotSucceeded,
+	// SecretMissing, S3Error, ClusterNotEmpty, RestoreFailed); message the details.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
+	// keys restored so far (or in all, once completed); bytes of RESTORE payload sent;
+	// expired: keys of the backup whose expiry had passed, not written.
+	// +optional
+	Keys int64 `json:"keys,omitempty"`
+	// +optional
+	Bytes int64 `json:"bytes,omitempty"`
+	// +optional
+	Expired int64 `json:"expired,omitempty"`
+	// attempts counts the restores started. An attempt cut short (an error, an operator
+	// restart) is started again from the beginning: every key is written with RESTORE
+	// REPLACE, so keys an earlier attempt wrote are overwritten with the same values.
+	// +optional
+	Attempts int32 `json:"attempts,omitempty"`
+	// startedAt is when the operator checked the cluster empty and began; set before the
+	// first key is written.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// completedAt is when every key was in.
+	// +optional
+	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
 }
 
 // TLSStatus is the certificate of spec.tls.secretName every instance was last seen

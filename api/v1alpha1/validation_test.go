@@ -533,3 +533,43 @@ func TestScaleSubresource(t *testing.T) {
 func appUser(name, rules string) redisv1alpha1.RedisUser {
 	return redisv1alpha1.RedisUser{Name: name, PasswordSecret: redisv1alpha1.SecretKeyReference{Name: name + "-pw", Key: "password"}, Rules: rules}
 }
+
+// TestRestoreFromIsFixedAtCreation checks spec.restoreFrom: accepted on a new cluster,
+// refused when empty, added, changed or removed afterwards, each refusal naming the field.
+func TestRestoreFromIsFixedAtCreation(t *testing.T) {
+	needAPIServer(t)
+	ctx := context.Background()
+
+	empty := validCluster("restore-empty-name")
+	empty.Spec.RestoreFrom = &redisv1alpha1.RestoreSource{}
+	requireRefused(t, k8sClient.Create(ctx, empty, strict), "spec.restoreFrom.backup")
+
+	plain := validCluster("restore-add")
+	restored := validCluster("restore-change")
+	restored.Spec.RestoreFrom = &redisv1alpha1.RestoreSource{Backup: "nightly"}
+	for _, rc := range []*redisv1alpha1.RedisCluster{plain, restored} {
+		if err := k8sClient.Create(ctx, rc, strict); err != nil {
+			t.Fatalf("failed to create %s: %v", rc.Name, err)
+		}
+		t.Cleanup(func() { _ = k8sClient.Delete(ctx, rc) })
+	}
+	if got := restored.Spec.RestoreFrom; got.Backup != "nightly" || got.Replace {
+		t.Fatalf("restoreFrom stored as %+v", got)
+	}
+
+	// Other fields still change.
+	restored.Spec.Replicas = 8
+	if err := k8sClient.Update(ctx, restored, strict); err != nil {
+		t.Fatalf("an update keeping restoreFrom was refused: %v", err)
+	}
+
+	plain.Spec.RestoreFrom = &redisv1alpha1.RestoreSource{Backup: "nightly"}
+	requireRefused(t, k8sClient.Update(ctx, plain, strict), "spec.restoreFrom", "cannot be added to or removed from an existing cluster")
+
+	restored.Spec.RestoreFrom = &redisv1alpha1.RestoreSource{Backup: "weekly"}
+	requireRefused(t, k8sClient.Update(ctx, restored, strict), "spec.restoreFrom", "immutable")
+	restored.Spec.RestoreFrom = &redisv1alpha1.RestoreSource{Backup: "nightly", Replace: true}
+	requireRefused(t, k8sClient.Update(ctx, restored, strict), "spec.restoreFrom", "immutable")
+	restored.Spec.RestoreFrom = nil
+	requireRefused(t, k8sClient.Update(ctx, restored, strict), "spec.restoreFrom", "cannot be added to or removed from an existing cluster")
+}
