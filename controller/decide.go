@@ -60,6 +60,7 @@ func (r *Reconciler) observation(s *scope) fsm.Observation {
 		TemplateChanged:   s.templateChanged || podsOutdated(s),
 		AllPodsUpdated:    allPodsUpdated(s),
 		TimedOut:          r.timedOut(s),
+		Restored:          restored(rc),
 	}
 	if err := cannotProceed(s); err != nil {
 		o.CannotProceed, o.CannotProceedMessage = true, err.Error()
@@ -153,4 +154,16 @@ func cannotProceed(s *scope) error {
 		return upgradeLosesData(s)
 	}
 	return nil
+}
+
+// restored is the Restored fact: true without spec.restoreFrom (every cluster created
+// without one moves exactly as before), for a cluster formed before, and once
+// status.restore records every key of the named backup in.
+func restored(rc *redisv1alpha1.RedisCluster) bool {
+	from := rc.Spec.RestoreFrom
+	if from == nil || formedOnce(&rc.Status) {
+		return true
+	}
+	st := rc.Status.Restore
+	return st != nil && st.Backup == from.Backup && st.CompletedAt != nil
 }

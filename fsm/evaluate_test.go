@@ -44,7 +44,7 @@ func TestTableIsTheDesignTable(t *testing.T) {
 	}
 	g := NewWithT(t)
 	g.Expect(got).To(ConsistOf(want))
-	g.Expect(clusterFormed.Formula()).To(Equal("PodsReady and AllMet and SlotsCovered and ReplicasAttached and ClusterOK and NodesAgree"))
+	g.Expect(clusterFormed.Formula()).To(Equal("PodsReady and AllMet and SlotsCovered and ReplicasAttached and ClusterOK and NodesAgree and Restored"))
 	g.Expect(scaleDone.Formula()).To(Equal("StatefulSetAtSize and SizeMatches and SlotsPlaced and RemovedNodesForgotten and ReplicasAttached and ClusterOK"))
 	g.Expect(upgradeDone.Formula()).To(Equal("AllPodsUpdated and TemplateCurrent and PodsReady and AllMet and ReplicasInSync and ClusterOK"))
 	g.Expect(operationStuck.Formula()).To(Equal("TimedOut or CannotProceed"))
@@ -312,4 +312,40 @@ func TestEveryPhaseReachesRunningOrDeleting(t *testing.T) {
 	}
 	g := NewWithT(t)
 	g.Expect(next[Deleting]).To(BeEmpty(), "Deleting is terminal")
+}
+
+// A cluster with spec.restoreFrom is formed first and restored after, still Creating:
+// Running only once Restored holds. Without restoreFrom Restored is always true, so the
+// machine decides exactly as before for every other cluster.
+func TestCreatingWaitsForTheRestore(t *testing.T) {
+	g := NewWithT(t)
+	o := base()
+	o.Restored = false
+	g.Expect(Formed(o)).To(BeTrue(), "formed: the restore may run")
+	d, err := Evaluate(Creating, o)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(d.Changed()).To(BeFalse())
+	g.Expect(d.Phase).To(Equal(Creating))
+	g.Expect(d.Reason).To(Equal("AwaitingRestored"))
+
+	// Not formed yet: the wait names what the bootstrap still lacks, not the restore.
+	o.PodsReady = false
+	g.Expect(Formed(o)).To(BeFalse())
+	d, _ = Evaluate(Creating, o)
+	g.Expect(d.Reason).To(Equal("AwaitingPodsReady"))
+
+	o = base()
+	d, _ = Evaluate(Creating, o)
+	g.Expect(d.Event).To(Equal(Initialize))
+	g.Expect(d.Reason).To(Equal("ClusterFormed"), "the reason of the move is unchanged")
+	g.Expect(d.Message).To(Equal("initialize: Creating -> Running because the Redis cluster is formed and every node agrees"))
+
+	// Creating timed out mid-restore: Failed recovers only once the keys are in.
+	o.Restored = false
+	d, _ = Evaluate(Failed, o)
+	g.Expect(d.Changed()).To(BeFalse())
+	g.Expect(d.Reason).To(Equal("AwaitingRestored"))
+	o.Restored = true
+	d, _ = Evaluate(Failed, o)
+	g.Expect(d.Event).To(Equal(Recover))
 }

@@ -51,6 +51,8 @@ var (
 		func(o Observation) bool { return o.CannotProceed })
 	canProceed = fact("CanProceed", "!CannotProceed", "nothing in the spec stops the operation",
 		func(o Observation) bool { return !o.CannotProceed })
+	restored = fact("Restored", "Restored", "no spec.restoreFrom, or every key of its backup is in",
+		func(o Observation) bool { return o.Restored })
 	broken = fact("Broken", "Broken", "the cluster is broken beyond what healing fixes at once (uncovered slots)",
 		func(o Observation) bool { return o.Broken })
 	notBroken = fact("NotBroken", "!Broken", "the cluster is not broken beyond healing",
@@ -60,10 +62,16 @@ var (
 // The guards of the table, built from the facts; each reads like its row of
 // the phase table in docs/fsm.md.
 var (
-	// clusterFormed guards initialize. NodesAgree is included because the
-	// bootstrap is finished only when every node has the same view (issue 4).
+	// formedParts are what a formed cluster is. NodesAgree is included because
+	// the bootstrap is finished only when every node has the same view (issue 4).
+	formedParts = []Guard{podsReady, allMet, slotsCovered, replicasAttached, clusterOK, nodesAgree}
+
+	// clusterFormed guards initialize: formed, and restored (always true without
+	// spec.restoreFrom), so a restored cluster serves only once every key is in.
+	// Restored is last: a cluster waiting for its restore reads AwaitingRestored
+	// only once it is formed, which is when the restore runs.
 	clusterFormed = allOf("ClusterFormed", "the Redis cluster is formed and every node agrees",
-		podsReady, allMet, slotsCovered, replicasAttached, clusterOK, nodesAgree)
+		append(append([]Guard{}, formedParts...), restored)...)
 
 	// scaleDone guards scaled. SizeMatches is what makes Running's scale false
 	// afterwards, so the machine cannot bounce between Running and Scaling.
@@ -86,7 +94,15 @@ var (
 	// fail false afterwards (no bounce). Either the cluster matches the spec
 	// again, or the user changed the spec since the failure: then Running
 	// starts what the new spec needs on the next evaluation.
+	// Restored: a cluster whose Creating timed out mid-restore recovers only once
+	// every key is in.
 	causeCleared = allOf("CauseCleared", "the cluster is healthy again and matches the spec, or the spec was changed",
-		notBroken, canProceed, clusterOK, slotsCovered,
+		notBroken, canProceed, clusterOK, slotsCovered, restored,
 		anyOf("MatchesSpecOrSpecChanged", "the cluster matches the spec, or the user changed the spec", matchesSpec, specChanged))
 )
+
+// Formed reports whether the Redis cluster is formed (ClusterFormed but for Restored):
+// what the controller waits for before it restores spec.restoreFrom.
+func Formed(o Observation) bool {
+	return allOf("Formed", "", formedParts...).Holds(o)
+}

@@ -14,6 +14,7 @@ func base() Observation {
 		StatefulSetAtSize: true, PodsReady: true, AllMet: true, NodesAgree: true,
 		SlotsCovered: true, ReplicasAttached: true, ClusterOK: true,
 		SlotsPlaced: true, RemovedNodesForgotten: true, AllPodsUpdated: true, ReplicasInSync: true,
+		Restored: true,
 	}
 }
 

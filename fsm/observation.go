@@ -72,6 +72,11 @@ type Observation struct {
 	CannotProceed bool
 	// CannotProceedMessage says why, for the user. Used only when CannotProceed.
 	CannotProceedMessage string
+	// Restored: the cluster has no spec.restoreFrom, was formed before, or
+	// status.restore records every key of the backup in (completedAt). Filled
+	// from the CR; true for every cluster created without restoreFrom.
+	Restored bool
+
 	// Broken: the cluster is broken beyond what healing fixes at once, e.g.
 	// slots whose master and every replica are gone (CLUSTER NODES).
 	Broken bool
