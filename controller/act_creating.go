@@ -9,12 +9,23 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/hc-middleware/redis-cluster-operator/fsm"
 	"github.com/hc-middleware/redis-cluster-operator/redis"
 	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
-// actCreating forms the Redis cluster (the bootstrap) once the pods are up.
+// actCreating forms the Redis cluster (the bootstrap) once the pods are up, then, with
+// spec.restoreFrom, restores the backup into it (reconcileRestore).
 func (r *Reconciler) actCreating(ctx context.Context, s *scope) (ctrl.Result, error) {
+	return r.reconcileCreate(ctx, s)
+}
+
+// reconcileCreate is the bootstrap, and once the cluster is formed, the restore of a
+// cluster created with spec.restoreFrom. Without restoreFrom it is the bootstrap alone.
+func (r *Reconciler) reconcileCreate(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if restoring(s.cluster) && fsm.Formed(r.observation(s)) {
+		return r.reconcileRestore(ctx, s)
+	}
 	return r.reconcileBootstrap(ctx, s)
 }
 

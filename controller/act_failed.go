@@ -11,8 +11,8 @@ import (
 func (r *Reconciler) actFailed(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if !formedOnce(&s.cluster.Status) {
 		// Creating failed (timed out waiting for pods, say): once the cause is gone
-		// the bootstrap finishes, and the cluster recovers to Running.
-		return r.reconcileBootstrap(ctx, s)
+		// the bootstrap (and a restore) finishes, and the cluster recovers to Running.
+		return r.reconcileCreate(ctx, s)
 	}
 	if res, done, err := r.rollBackFromFailed(ctx, s); done {
 		return res, err

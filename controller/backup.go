@@ -171,30 +171,9 @@ func (r *BackupReconciler) prepare(ctx context.Context, b *redisv1alpha1.RedisCl
 		return nil, ReasonClusterNotRunning, fmt.Sprintf("%d of %d pods have an address", len(addrs), rc.Spec.Replicas), nil
 	}
 	d := b.Spec.S3
-	access, missing, err := readSecretKey(ctx, r.APIReader, b.Namespace, d.CredentialsSecret.Name, redisv1alpha1.S3AccessKeyIDKey, "spec.s3.credentialsSecret")
-	if err != nil || missing != "" {
-		return nil, ReasonSecretMissing, missing, err
-	}
-	secret, missing, err := readSecretKey(ctx, r.APIReader, b.Namespace, d.CredentialsSecret.Name, redisv1alpha1.S3SecretAccessKeyKey, "spec.s3.credentialsSecret")
-	if err != nil || missing != "" {
-		return nil, ReasonSecretMissing, missing, err
-	}
-	s3 := &backup.S3{Endpoint: d.Endpoint, Region: d.Region, AccessKey: access, SecretKey: secret}
-	if d.CASecret != nil {
-		ca, missing, err := readSecretKey(ctx, r.APIReader, b.Namespace, d.CASecret.Name, d.CASecret.Key, "spec.s3.caSecret")
-		if err != nil || missing != "" {
-			return nil, ReasonSecretMissing, missing, err
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM([]byte(ca)) {
-			return nil, ReasonSecretMissing, "spec.s3.caSecret: no PEM certificate in the key", nil
-		}
-		s3.TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	}
-	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := s3.HeadBucket(hctx, d.Bucket); err != nil {
-		return nil, ReasonS3Error, fmt.Sprintf("bucket %s at %s: %v", d.Bucket, d.Endpoint, err), nil
+	s3, reason, msg, err := s3Store(ctx, r.APIReader, b.Namespace, d, "spec.s3")
+	if err != nil || reason != "" {
+		return nil, reason, msg, err
 	}
 	passwords := []string{creds.password}
 	if creds.previous != "" {
@@ -205,6 +184,39 @@ func (r *BackupReconciler) prepare(ctx context.Context, b *redisv1alpha1.RedisCl
 		addrs:  addrs, s3: s3, bucket: d.Bucket,
 		dir: path.Join(d.Prefix, b.Namespace, b.Name),
 	}, "", "", nil
+}
+
+// s3Store is the client of the store d names, its credentials (and CA) read from
+// Secrets of namespace ns, checked with HEAD on the bucket; a reason not empty
+// (ReasonSecretMissing, ReasonS3Error) says why it cannot be used. field prefixes the
+// names of the fields a message cites ("spec.s3").
+func s3Store(ctx context.Context, reader client.Reader, ns string, d redisv1alpha1.S3Destination, field string) (*backup.S3, string, string, error) {
+	access, missing, err := readSecretKey(ctx, reader, ns, d.CredentialsSecret.Name, redisv1alpha1.S3AccessKeyIDKey, field+".credentialsSecret")
+	if err != nil || missing != "" {
+		return nil, ReasonSecretMissing, missing, err
+	}
+	secret, missing, err := readSecretKey(ctx, reader, ns, d.CredentialsSecret.Name, redisv1alpha1.S3SecretAccessKeyKey, field+".credentialsSecret")
+	if err != nil || missing != "" {
+		return nil, ReasonSecretMissing, missing, err
+	}
+	s3 := &backup.S3{Endpoint: d.Endpoint, Region: d.Region, AccessKey: access, SecretKey: secret}
+	if d.CASecret != nil {
+		ca, missing, err := readSecretKey(ctx, reader, ns, d.CASecret.Name, d.CASecret.Key, field+".caSecret")
+		if err != nil || missing != "" {
+			return nil, ReasonSecretMissing, missing, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM([]byte(ca)) {
+			return nil, ReasonSecretMissing, field + ".caSecret: no PEM certificate in the key", nil
+		}
+		s3.TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := s3.HeadBucket(hctx, d.Bucket); err != nil {
+		return nil, ReasonS3Error, fmt.Sprintf("bucket %s at %s: %v", d.Bucket, d.Endpoint, err), nil
+	}
+	return s3, "", "", nil
 }
 
 // manifest is PREFIX/NAMESPACE/NAME/manifest.json, written last: its presence is what

@@ -21,6 +21,7 @@ func deriveDesired(s *scope) error {
 		s.desired = append(s.desired, desired)
 	}
 	holdFormedStatefulSet(s)
+	withholdClientService(s)
 	return s.findStale()
 }
 

@@ -84,6 +84,10 @@ type Reconciler struct {
 	// migrationChecked remembers, per cluster, that restoreReplicaMigration found every
 	// node with redis.conf's cluster-allow-replica-migration since the last resize step.
 	migrationChecked sync.Map
+	// restores keeps, per cluster created with spec.restoreFrom, its restore under way
+	// (a *restoreState): the goroutine writing the keys and the backoff of its retries.
+	// Lost on restart: status.restore says the restore started, and it starts again.
+	restores sync.Map
 	// gc raises the collector's target while resize steps run.
 	gc gcWhileMoving
 }
@@ -223,6 +227,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	r.progress.Delete(key)
 	r.holdsChecked.Delete(key)
 	r.migrationChecked.Delete(key)
+	r.forgetRestore(key)
 	forgetMetrics(key)
 }
 

@@ -105,6 +105,10 @@ type scope struct {
 	// progressOf adds it to status.progress.
 	step *scaleStep
 
+	// restore is status.restore as the restore step left it; nil keeps the stored one
+	// (reconcileRestore).
+	restore *redisv1alpha1.RestoreStatus
+
 	// reason explains the phase in words for status.reason (any step).
 	reason string
 	// notices are problems that do not stop the reconcile (a name another RedisCluster

@@ -120,6 +120,9 @@ func computeStatus(s *scope, succeeded bool) redisv1alpha1.RedisClusterStatus {
 	if rc.Spec.TLS != nil {
 		st.TLS = s.tlsApplied
 	}
+	if s.restore != nil {
+		st.Restore = s.restore
+	}
 	setClusterConditions(&st, s)
 	st.Progress = progressOf(s)
 	return st

@@ -1,0 +1,208 @@
+package controller
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/go-redis/redis/v8"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
+	"github.com/hc-middleware/redis-cluster-operator/redis/backup"
+	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
+)
+
+// shardOf writes keys into one redis-server owning every slot and returns its RDB file
+// (SAVE): one shard of a backup, as a cut would have it.
+func shardOf(t *testing.T, keys int) []byte {
+	t.Helper()
+	ctx := context.Background()
+	srv := redistest.Start(t, 1, redistest.Config{})[0]
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
+	defer c.Close()
+	if err := c.Do(ctx, "cluster", "addslotsrange", 0, 16383).Err(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(c.ClusterInfo(ctx).Val(), "cluster_state:ok") {
+		if time.Now().After(deadline) {
+			t.Fatal("one-node cluster not ok")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	p := c.Pipeline()
+	for i := 0; i < keys; i++ {
+		if i%10 == 0 {
+			p.Set(ctx, fmt.Sprint("k:", i), fmt.Sprint("v", i), time.Hour)
+		} else {
+			p.Set(ctx, fmt.Sprint("k:", i), fmt.Sprint("v", i), 0)
+		}
+	}
+	p.HSet(ctx, "hash", "f", "v")
+	if _, err := p.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Save(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(srv.Dir, "dump.rdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// TestRestoreFromBeforeRunning creates a cluster with spec.restoreFrom naming a backup
+// that does not exist yet (it waits, Creating, with a Warning), then the backup: a shard
+// of one master in a real S3 server, restored into 3 masters. The cluster reaches Running
+// only once status.restore says every key is in, and gets its client Service only then.
+// An operator restart after the keys were written but before that was recorded restores
+// again over them (REPLACE), not refused as a cluster holding keys.
+func TestRestoreFromBeforeRunning(t *testing.T) {
+	g := NewWithT(t)
+	h := newHarness(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	const keys = 5000
+
+	rc := newCluster(ns, 6)
+	rc.Spec.RestoreFrom = &redisv1alpha1.RestoreSource{Backup: "nightly"}
+	g.Expect(apiClient.Create(ctx, rc)).To(Succeed())
+	key := client.ObjectKeyFromObject(rc)
+	servers := redistest.Start(t, 6, redistest.Config{})
+	startPods(t, rc, servers)
+
+	// Formed, but the backup is missing: Creating, a Warning, no client Service.
+	var got *redisv1alpha1.RedisCluster
+	for i := 0; i < 40; i++ {
+		h.reconcile(rc)
+		got = get(t, rc)
+		if got.Status.Restore != nil && got.Status.Restore.Reason == ReasonBackupNotFound {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	g.Expect(got.Status.Phase).To(Equal(redisv1alpha1.PhaseCreating), got.Status.Reason)
+	g.Expect(got.Status.Restore).NotTo(BeNil())
+	g.Expect(got.Status.Restore.Reason).To(Equal(ReasonBackupNotFound), got.Status.Reason)
+	g.Expect(got.Status.Reason).To(ContainSubstring("AwaitingRestored"))
+	g.Expect(got.Status.Reason).To(ContainSubstring(`no RedisClusterBackup "nightly"`))
+	g.Expect(got.Status.Restore.StartedAt).To(BeNil())
+	g.Expect(strings.Join(h.events(), "\n")).To(ContainSubstring("Warning RestoreWaiting Cannot restore backup nightly: BackupNotFound"))
+	err := apiClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-client"}, &corev1.Service{})
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the client Service is withheld until Running: %v", err)
+	// Within the backoff a reconcile neither asks again nor says it again.
+	h.reconcile(rc)
+	g.Expect(h.events()).To(BeEmpty())
+
+	// The backup: its credentials, its object in a real S3 server, its status Succeeded.
+	s3srv := redistest.StartS3(t, "127.0.0.1")
+	s3 := &backup.S3{Endpoint: s3srv.Endpoint, AccessKey: s3srv.AccessKey, SecretKey: s3srv.SecretKey}
+	g.Expect(s3.CreateBucket(ctx, "backups")).To(Succeed())
+	rdbFile := shardOf(t, keys)
+	up, err := s3.Put(ctx, "backups", "t/nightly/shard-0.rdb", bytes.NewReader(rdbFile), nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	sum := sha256.Sum256(rdbFile)
+	g.Expect(up.SHA256).To(Equal(hex.EncodeToString(sum[:])))
+	g.Expect(apiClient.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s3-creds"},
+		StringData: map[string]string{"accessKeyID": s3srv.AccessKey, "secretAccessKey": s3srv.SecretKey}})).To(Succeed())
+	b := &redisv1alpha1.RedisClusterBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nightly"},
+		Spec: redisv1alpha1.RedisClusterBackupSpec{ClusterName: "source", S3: redisv1alpha1.S3Destination{
+			Endpoint: s3srv.Endpoint, Bucket: "backups", Prefix: "t", CredentialsSecret: redisv1alpha1.LocalName{Name: "s3-creds"}}}}
+	g.Expect(apiClient.Create(ctx, b)).To(Succeed())
+	cut := metav1.NewMicroTime(time.Now())
+	b.Status = redisv1alpha1.RedisClusterBackupStatus{Phase: redisv1alpha1.BackupSucceeded, CutStartedAt: &cut, CutEndedAt: &cut,
+		Shards: []redisv1alpha1.BackupShard{{NodeID: "n0", Slots: "0-16383", Object: "t/nightly/shard-0.rdb", Size: up.Size, SHA256: up.SHA256, Keys: keys + 1}}}
+	g.Expect(apiClient.Status().Update(ctx, b)).To(Succeed())
+	h.r.forgetRestore(key) // as an operator restart would: no backoff left
+
+	// Until the first attempt's keys are all written; then the operator "restarts"
+	// before recording it.
+	for i := 0; i < 40; i++ {
+		h.reconcile(rc)
+		got = get(t, rc)
+		g.Expect(got.Status.Phase).To(Equal(redisv1alpha1.PhaseCreating))
+		if st := got.Status.Restore; st != nil && st.Attempts == 1 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	g.Expect(got.Status.Restore.Attempts).To(BeEquivalentTo(1), got.Status.Reason)
+	g.Expect(got.Status.Restore.StartedAt).NotTo(BeNil())
+	v, ok := h.r.restores.Load(key)
+	g.Expect(ok).To(BeTrue())
+	run := v.(*restoreState).run
+	select {
+	case <-run.done:
+	case <-time.After(time.Minute):
+		t.Fatal("the restore did not finish")
+	}
+	g.Expect(run.err).NotTo(HaveOccurred())
+	h.r.forgetRestore(key)
+
+	// Restarted: the cluster holds the keys of the attempt cut short; the next attempt
+	// writes over them. Running only once completedAt is recorded.
+	for i := 0; i < 60; i++ {
+		h.reconcile(rc)
+		got = get(t, rc)
+		st := got.Status.Restore
+		if got.Status.Phase == redisv1alpha1.PhaseRunning {
+			g.Expect(st.CompletedAt).NotTo(BeNil(), "Running before the restore was recorded complete")
+			break
+		}
+		g.Expect(got.Status.Phase).To(Equal(redisv1alpha1.PhaseCreating), got.Status.Reason)
+		err := apiClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-client"}, &corev1.Service{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "client Service while restoring")
+		time.Sleep(100 * time.Millisecond)
+	}
+	g.Expect(got.Status.Phase).To(Equal(redisv1alpha1.PhaseRunning), got.Status.Reason)
+	st := got.Status.Restore
+	g.Expect(st.Attempts).To(BeEquivalentTo(2))
+	g.Expect(st.Keys).To(BeEquivalentTo(keys + 1))
+	g.Expect(st.Reason).To(Equal(ReasonRestoreSucceeded))
+	g.Expect(st.StartedAt.Time).NotTo(BeZero())
+	g.Expect(apiClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-client"}, &corev1.Service{})).To(Succeed())
+	events := strings.Join(h.events(), "\n")
+	g.Expect(events).To(ContainSubstring("Normal RestoreStarted Restoring backup nightly (1 shards, 5001 keys"))
+	g.Expect(events).To(ContainSubstring("attempt 2"))
+	g.Expect(events).To(ContainSubstring("Normal RestoreSucceeded Restored backup nightly: 5001 keys"))
+	g.Expect(events).NotTo(ContainSubstring("ClusterNotEmpty"))
+
+	// Every key is in, on the master owning its slot, with its TTL.
+	var total int64
+	for _, srv := range servers {
+		c := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
+		if role, _ := c.Do(ctx, "role").Slice(); len(role) > 0 && role[0] == "master" {
+			n, err := c.DBSize(ctx).Result()
+			g.Expect(err).NotTo(HaveOccurred())
+			total += n
+			for _, k := range []string{"k:0", "k:1", "k:10", "k:4999", "hash"} {
+				slot, _ := c.ClusterKeySlot(ctx, k).Result()
+				if cnt, _ := c.ClusterCountKeysInSlot(ctx, int(slot)).Result(); cnt == 0 {
+					continue
+				}
+				switch k {
+				case "k:0", "k:10":
+					g.Expect(c.TTL(ctx, k).Val()).To(BeNumerically(">", 59*time.Minute), k)
+				case "k:1", "k:4999":
+					g.Expect(c.Get(ctx, k).Val()).To(Equal("v" + strings.TrimPrefix(k, "k:")))
+					g.Expect(c.TTL(ctx, k).Val()).To(BeNumerically("<", 0), k)
+				}
+			}
+		}
+		c.Close()
+	}
+	g.Expect(total).To(BeEquivalentTo(keys + 1))
+}
