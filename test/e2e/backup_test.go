@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
@@ -27,9 +28,12 @@ const backupKeys = 100000
 // TestBackupCutAndRestoreIntoOtherShapes loads keys (strings, some with TTLs, a key of
 // every other type and a 200,000-member sorted set) into the 3-master demo while a
 // writer runs, backs it up with a RedisClusterBackup to a real S3 server (versitygw),
-// keeps writing, then restores the backup's objects into new clusters of 3 and 5 masters:
-// every key loaded is there with its TTL, every write acknowledged before the pause began
-// is there, none sent after it ended is, and redis-cli --cluster check passes.
+// keeps writing, then restores the backup into new clusters: one of 3 masters from the
+// test process (redis/backup.Restore), one of 5 masters by the operator itself
+// (spec.restoreFrom), which must not be Running (nor have its client Service) before
+// status.restore says every key is in. In both, every key loaded is there with its TTL,
+// every write acknowledged before the pause began is there, none sent after it ended is,
+// and redis-cli --cluster check passes.
 func TestBackupCutAndRestoreIntoOtherShapes(t *testing.T) {
 	ctx := context.Background()
 	const ns = "backup"
@@ -119,22 +123,26 @@ spec:
 	t.Logf("writer: %v", rep)
 	cutStart, cutEnd := b.Status.CutStartedAt.Time, b.Status.CutEndedAt.Time
 
-	for _, shape := range []struct {
-		name    string
-		masters int
-	}{{"r3", 3}, {"r5", 5}} {
+	shapes := []struct {
+		name     string
+		masters  int
+		operator bool // restored by the operator (spec.restoreFrom), else from the test process
+	}{{"r3", 3, false}, {"r5", 5, true}}
+	for _, shape := range shapes {
 		applyCluster(ctx, t, demoSample, ns, func(u *unstructured.Unstructured) {
 			u.SetName(shape.name)
 			_ = unstructured.SetNestedField(u.Object, int64(shape.masters), "spec", "replicas")
 			_ = unstructured.SetNestedField(u.Object, int64(0), "spec", "replicasPerMaster")
 			_ = unstructured.SetNestedField(u.Object, "256mb", "spec", "pod", "0", "env", "0", "value")
+			if shape.operator {
+				_ = unstructured.SetNestedMap(u.Object, map[string]any{"backup": "first"}, "spec", "restoreFrom")
+			}
 		})
 	}
-	for _, shape := range []struct {
-		name    string
-		masters int
-	}{{"r3", 3}, {"r5", 5}} {
-		if err := stack.WaitForPhase(ctx, ns, shape.name, "Running", formTime); err != nil {
+	for _, shape := range shapes {
+		if shape.operator {
+			restoredByOperator(ctx, t, ns, shape.name, shape.masters)
+		} else if err := stack.WaitForPhase(ctx, ns, shape.name, "Running", formTime); err != nil {
 			t.Fatal(err)
 		}
 		addrs, err := stack.PodAddrs(ctx, ns, redisv1alpha1.SelectorString(shape.name))
@@ -151,14 +159,16 @@ spec:
 				return backup.VerifyingReader(rc, sh.SHA256), nil
 			})
 		}
-		var p backup.Progress
-		began := time.Now()
-		if err := backup.Restore(ctx, backup.RestoreTarget{Addrs: addrs}, sources, &p); err != nil {
-			t.Fatal(err)
+		if !shape.operator {
+			var p backup.Progress
+			began := time.Now()
+			if err := backup.Restore(ctx, backup.RestoreTarget{Addrs: addrs}, sources, &p); err != nil {
+				t.Fatal(err)
+			}
+			d := time.Since(began)
+			t.Logf("%s (%d masters): restored %d keys, %d bytes in %v: %.0f keys/s, %.1f MB/s", shape.name, shape.masters,
+				p.Keys.Load(), p.Bytes.Load(), d.Round(time.Millisecond), float64(p.Keys.Load())/d.Seconds(), float64(p.Bytes.Load())/d.Seconds()/1e6)
 		}
-		d := time.Since(began)
-		t.Logf("%s (%d masters): restored %d keys, %d bytes in %v: %.0f keys/s, %.1f MB/s", shape.name, shape.masters,
-			p.Keys.Load(), p.Bytes.Load(), d.Round(time.Millisecond), float64(p.Keys.Load())/d.Seconds(), float64(p.Bytes.Load())/d.Seconds()/1e6)
 
 		rr := stack.RouterFor(ns, shape.name, "")
 		var want []string
@@ -216,4 +226,67 @@ spec:
 		}
 		t.Logf("%s: %d keys acknowledged before the cut present, %d sent after it absent, cluster check OK", shape.name, len(before), len(after))
 	}
+}
+
+// restoredByOperator waits until the RedisCluster created with spec.restoreFrom is
+// Running, checking every poll that it is not Running, and has no client Service, before
+// status.restore records every key in; it logs the restore's figures.
+func restoredByOperator(ctx context.Context, t *testing.T, ns, name string, masters int) {
+	t.Helper()
+	deadline := time.Now().Add(formTime + 3*time.Minute)
+	var rc redisv1alpha1.RedisCluster
+	var phases []string
+	sawRestoring := false
+	for {
+		out, err := stack.Kubectl("get", "rec", name, "-n", ns, "-o", "json")
+		if err == nil {
+			rc = redisv1alpha1.RedisCluster{}
+			_ = json.Unmarshal([]byte(out), &rc)
+		}
+		st := rc.Status.Restore
+		done := st != nil && st.CompletedAt != nil
+		if p := string(rc.Status.Phase); len(phases) == 0 || phases[len(phases)-1] != p {
+			phases = append(phases, p)
+		}
+		if rc.Status.Phase == redisv1alpha1.PhaseRunning {
+			if !done {
+				t.Fatalf("%s is Running before its restore completed: %+v", name, st)
+			}
+			break
+		}
+		if st != nil && st.StartedAt != nil && !done {
+			sawRestoring = true
+			if _, err := stack.Kubectl("get", "svc", name+"-client", "-n", ns); err == nil {
+				t.Fatalf("%s has its client Service while restoring", name)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not Running: phases %v, reason %q, restore %+v", name, phases, rc.Status.Reason, st)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	st := rc.Status.Restore
+	formed := meta.FindStatusCondition(rc.Status.ClusterConditions, "Formed")
+	if formed == nil || formed.LastTransitionTime.Before(st.CompletedAt) {
+		t.Fatalf("%s: Formed (Running) at %v, before the restore completed at %v", name, formed, st.CompletedAt)
+	}
+	if st.Reason != "RestoreSucceeded" || st.Attempts != 1 {
+		t.Fatalf("%s: restore %+v", name, st)
+	}
+	if _, err := stack.Kubectl("get", "svc", name+"-client", "-n", ns); err != nil {
+		t.Fatalf("%s: no client Service once Running: %v", name, err)
+	}
+	events, _ := stack.Kubectl("get", "events", "-n", ns, "--field-selector", "involvedObject.name="+name+",involvedObject.kind=RedisCluster",
+		"-o", "jsonpath={range .items[*]}{.reason}: {.message}{\"\\n\"}{end}")
+	var figures string
+	for _, l := range strings.Split(events, "\n") {
+		if strings.HasPrefix(l, "RestoreStarted") || strings.HasPrefix(l, "RestoreSucceeded") || strings.HasPrefix(l, "RestoreWaiting") || strings.HasPrefix(l, "RestoreFailed") {
+			figures += "\n  " + l
+		}
+	}
+	if !strings.Contains(events, "RestoreSucceeded") {
+		t.Fatalf("%s: no RestoreSucceeded event:\n%s", name, events)
+	}
+	t.Logf("%s (%d masters) restored by the operator: phases %v (observed the restore under way: %v), %d keys, %d bytes, %d expired skipped, attempt %d%s",
+		name, masters, phases, sawRestoring, st.Keys, st.Bytes, st.Expired, st.Attempts, figures)
 }
