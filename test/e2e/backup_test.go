@@ -127,7 +127,7 @@ spec:
 		name     string
 		masters  int
 		operator bool // restored by the operator (spec.restoreFrom), else from the test process
-	}{{"r3", 3, false}, {"r5", 5, true}}
+	}{{"r5", 5, true}, {"r3", 3, false}} // r5 first: its phases are watched from its creation
 	for _, shape := range shapes {
 		applyCluster(ctx, t, demoSample, ns, func(u *unstructured.Unstructured) {
 			u.SetName(shape.name)
