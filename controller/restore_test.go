@@ -128,6 +128,36 @@ func TestRestoreFromBeforeRunning(t *testing.T) {
 	g.Expect(apiClient.Status().Update(ctx, b)).To(Succeed())
 	h.r.forgetRestore(key) // as an operator restart would: no backoff left
 
+	// A node holding a key refuses the restore: nothing is written, a Warning names it.
+	var owner *goredis.Client
+	var pod string
+	for i, srv := range servers {
+		c := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
+		if role, _ := c.Do(ctx, "role").Slice(); owner == nil && len(role) > 0 && role[0] == "master" {
+			owner, pod = c, fmt.Sprint("demo-", i)
+			defer c.Close()
+			continue
+		}
+		c.Close()
+	}
+	g.Expect(owner).NotTo(BeNil())
+	var stray string
+	for i := 0; stray == "" && i < 100000; i++ {
+		k := fmt.Sprint("stray:", i)
+		slot, _ := owner.ClusterKeySlot(ctx, k).Result()
+		if n, _ := owner.ClusterCountKeysInSlot(ctx, int(slot)).Result(); n == 0 && owner.Set(ctx, k, "x", 0).Err() == nil {
+			stray = k
+		}
+	}
+	h.reconcile(rc)
+	got = get(t, rc)
+	g.Expect(got.Status.Restore.Reason).To(Equal(ReasonClusterNotEmpty), got.Status.Reason)
+	g.Expect(got.Status.Restore.StartedAt).To(BeNil())
+	g.Expect(got.Status.Reason).To(ContainSubstring(pod + " holds 1 keys"))
+	g.Expect(strings.Join(h.events(), "\n")).To(ContainSubstring("Warning RestoreWaiting Cannot restore backup nightly: ClusterNotEmpty"))
+	g.Expect(owner.Del(ctx, stray).Err()).To(Succeed())
+	h.r.forgetRestore(key)
+
 	// Until the first attempt's keys are all written; then the operator "restarts"
 	// before recording it.
 	for i := 0; i < 40; i++ {
