@@ -149,6 +149,11 @@ spec:
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The operator generates a password by default (Secret NAME-auth).
+		password, err := stack.Password(ctx, ns, shape.name)
+		if err != nil {
+			t.Fatal(err)
+		}
 		var sources []func() (io.ReadCloser, error)
 		for _, sh := range b.Status.Shards {
 			sources = append(sources, func() (io.ReadCloser, error) {
@@ -162,7 +167,7 @@ spec:
 		if !shape.operator {
 			var p backup.Progress
 			began := time.Now()
-			if err := backup.Restore(ctx, backup.RestoreTarget{Addrs: addrs}, sources, &p); err != nil {
+			if err := backup.Restore(ctx, backup.RestoreTarget{Addrs: addrs, Dialer: backup.Dialer{Passwords: []string{password}}}, sources, &p); err != nil {
 				t.Fatal(err)
 			}
 			d := time.Since(began)
@@ -220,7 +225,9 @@ spec:
 		if err := stack.Integrity(ctx, ns, shape.name, ""); err != nil {
 			t.Fatal(err)
 		}
-		check, err := exec.Command("redis-cli", "--cluster", "check", addrs[0]).CombinedOutput()
+		cli := exec.Command("redis-cli", "--cluster", "check", addrs[0])
+		cli.Env = append(cli.Environ(), "REDISCLI_AUTH="+password)
+		check, err := cli.CombinedOutput()
 		if err != nil || !strings.Contains(string(check), "[OK] All 16384 slots covered") {
 			t.Fatalf("%s: redis-cli --cluster check: %v\n%s", shape.name, err, check)
 		}
