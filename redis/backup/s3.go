@@ -35,6 +35,22 @@ type S3 struct {
 	// for all parts but the last).
 	PartSize int
 	client   *http.Client
+	// stream reads objects (Get): no bound on the whole exchange, which a large object
+	// would outlast, but on the wait for the answer's headers and (getIdle) between reads.
+	stream *http.Client
+}
+
+// getIdle is how long an object being read (Get) may send nothing before it is dropped.
+const getIdle = 2 * time.Minute
+
+func (s *S3) streaming() *http.Client {
+	if s.stream == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = s.TLS
+		tr.ResponseHeaderTimeout = time.Minute
+		s.stream = &http.Client{Transport: tr}
+	}
+	return s.stream
 }
 
 func (s *S3) http() *http.Client {
@@ -59,6 +75,10 @@ func (e *S3Error) Error() string {
 
 // do sends one signed request; body may be nil. The caller closes the response body.
 func (s *S3) do(ctx context.Context, method, bucket, key string, query url.Values, body []byte) (*http.Response, error) {
+	return s.send(ctx, s.http(), method, bucket, key, query, body)
+}
+
+func (s *S3) send(ctx context.Context, hc *http.Client, method, bucket, key string, query url.Values, body []byte) (*http.Response, error) {
 	u, err := url.Parse(strings.TrimRight(s.Endpoint, "/"))
 	if err != nil {
 		return nil, fmt.Errorf("bad S3 endpoint %q: %w", s.Endpoint, err)
@@ -80,7 +100,7 @@ func (s *S3) do(ctx context.Context, method, bucket, key string, query url.Value
 	req.ContentLength = int64(len(body))
 	sum := sha256.Sum256(body)
 	s.sign(req, hex.EncodeToString(sum[:]), time.Now().UTC())
-	resp, err := s.http().Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("S3 %s %s: %w", method, path, err)
 	}
@@ -277,13 +297,36 @@ func (s *S3) PutSmall(ctx context.Context, bucket, key string, body []byte) erro
 	return nil
 }
 
-// Get opens the object key; the caller closes it.
+// Get opens the object key; the caller closes it. Reading it takes as long as it takes
+// (a shard of many GB), but an object that sends nothing for getIdle is dropped: its
+// reads then fail.
 func (s *S3) Get(ctx context.Context, bucket, key string) (io.ReadCloser, error) {
-	resp, err := s.do(ctx, http.MethodGet, bucket, key, nil, nil)
+	ctx, cancel := context.WithCancel(ctx)
+	resp, err := s.send(ctx, s.streaming(), http.MethodGet, bucket, key, nil, nil)
 	if err != nil {
+		cancel()
 		return nil, err
 	}
-	return resp.Body, nil
+	return &idleBody{r: resp.Body, cancel: cancel, idle: time.AfterFunc(getIdle, cancel)}, nil
+}
+
+// idleBody cancels its request when no read returns for getIdle.
+type idleBody struct {
+	r      io.ReadCloser
+	cancel context.CancelFunc
+	idle   *time.Timer
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.idle.Reset(getIdle)
+	return n, err
+}
+
+func (b *idleBody) Close() error {
+	b.idle.Stop()
+	b.cancel()
+	return b.r.Close()
 }
 
 // Delete removes the object key; a missing one is no error.
