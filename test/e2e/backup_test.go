@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -283,16 +284,24 @@ func restoredByOperator(ctx context.Context, t *testing.T, ns, name string, mast
 	if _, err := stack.Kubectl("get", "svc", name+"-client", "-n", ns); err != nil {
 		t.Fatalf("%s: no client Service once Running: %v", name, err)
 	}
-	events, _ := stack.Kubectl("get", "events", "-n", ns, "--field-selector", "involvedObject.name="+name+",involvedObject.kind=RedisCluster",
-		"-o", "jsonpath={range .items[*]}{.reason}: {.message}{\"\\n\"}{end}")
+	out, err := stack.Kubectl("get", "events", "-n", ns, "--field-selector", "involvedObject.name="+name+",involvedObject.kind=RedisCluster", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events corev1.EventList
+	if err := json.Unmarshal([]byte(out), &events); err != nil {
+		t.Fatal(err)
+	}
 	var figures string
-	for _, l := range strings.Split(events, "\n") {
-		if strings.HasPrefix(l, "RestoreStarted") || strings.HasPrefix(l, "RestoreSucceeded") || strings.HasPrefix(l, "RestoreWaiting") || strings.HasPrefix(l, "RestoreFailed") {
-			figures += "\n  " + l
+	succeeded := false
+	for _, e := range events.Items {
+		if strings.HasPrefix(e.Reason, "Restore") {
+			figures += "\n  " + e.Reason + ": " + e.Message
+			succeeded = succeeded || e.Reason == "RestoreSucceeded"
 		}
 	}
-	if !strings.Contains(events, "RestoreSucceeded") {
-		t.Fatalf("%s: no RestoreSucceeded event:\n%s", name, events)
+	if !succeeded {
+		t.Fatalf("%s: no RestoreSucceeded event:%s", name, figures)
 	}
 	t.Logf("%s (%d masters) restored by the operator: phases %v (observed the restore under way: %v), %d keys, %d bytes, %d expired skipped, attempt %d%s",
 		name, masters, phases, sawRestoring, st.Keys, st.Bytes, st.Expired, st.Attempts, figures)
