@@ -37,7 +37,9 @@ func (r *Reconciler) learnServers(ctx context.Context, f redis.Factory, s *scope
 		id := processID(p)
 		if srv, ok := known[id]; ok {
 			m.Server = srv
+			mu.Lock() // goroutines of earlier members write next too
 			next[id] = srv
+			mu.Unlock()
 			continue
 		}
 		wg.Add(1)
