@@ -23,6 +23,8 @@ import (
 //	valkey 9.0    80      1–11, 80                     valkey 9.1.2 src/rdb.h (RDB_VERSION_MAP)
 //	valkey 9.1    80      1–11, 80                     valkey 9.1.2 src/rdb.h, src/rdb.c
 //
+// The tags are upstream's; redis 8.0.2, valkey 8.1.1 and valkey 9.1.2 were read in the
+// upstream tarballs of Debian's source packages of the images' versions (docs/servers.md).
 // Redis reads every version up to its own (a file whose magic is not "REDIS" is refused).
 // Valkey keeps 12–79 for Redis' formats after the fork (RDB_FOREIGN_VERSION_MIN/MAX) and
 // refuses them; from 9.0 it writes 80 and later, with the magic "VALKEY". Valkey's
