@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -153,7 +154,12 @@ spec:
 		}
 		var p backup.Progress
 		began := time.Now()
-		if err := backup.Restore(ctx, backup.RestoreTarget{Addrs: addrs}, sources, &p); err != nil {
+		// The new cluster has its own generated password (Secret NAME-auth).
+		pw, err := stack.Password(ctx, ns, shape.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := backup.Restore(ctx, backup.RestoreTarget{Addrs: addrs, Dialer: backup.Dialer{Passwords: []string{pw}}}, sources, &p); err != nil {
 			t.Fatal(err)
 		}
 		d := time.Since(began)
@@ -210,7 +216,9 @@ spec:
 		if err := stack.Integrity(ctx, ns, shape.name, ""); err != nil {
 			t.Fatal(err)
 		}
-		check, err := exec.Command("redis-cli", "--cluster", "check", addrs[0]).CombinedOutput()
+		cli := exec.Command("redis-cli", "--cluster", "check", addrs[0])
+		cli.Env = append(os.Environ(), "REDISCLI_AUTH="+pw)
+		check, err := cli.CombinedOutput()
 		if err != nil || !strings.Contains(string(check), "[OK] All 16384 slots covered") {
 			t.Fatalf("%s: redis-cli --cluster check: %v\n%s", shape.name, err, check)
 		}
