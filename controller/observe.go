@@ -254,6 +254,8 @@ func (r *Reconciler) observeRedis(ctx context.Context, s *scope) {
 	}
 	st.Internalize(aliases)
 	r.learnServers(ctx, f, s, st)
+	// Before anything reads templateChanged: a refused image is no change of template.
+	observeDowngrade(s)
 	if upgradeMayBeUnderWay(s) {
 		s.replication = observeReplication(ctx, f, st)
 	}

@@ -51,6 +51,9 @@ const (
 	ReasonConfigRestart = "ConfigRestart"
 	// ReasonConfigRefused: Redis refused a live directive's value; nothing was changed.
 	ReasonConfigRefused = "ConfigRefused"
+	// ReasonDowngradeRefused: the spec's image holds a server that cannot read the RDB the
+	// running instances write (an older version, or another engine); nothing rolls.
+	ReasonDowngradeRefused = "DowngradeRefused"
 )
 
 // refusal is a reason the spec cannot be acted on that has an event reason of its own

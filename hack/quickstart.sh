@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the README's quick start as a newcomer would (the first sh block under "## Quick start",
-# line by line, with `make demo` returning instead of waiting), then checks where it leaves the
-# cluster: Running again at 8 pods and 4 masters after the scale-out it asks for. The caller
+# with `make demo` returning instead of waiting), checks what it prints (cluster_state:ok, the
+# key read back through redirects), then where it leaves the cluster: Running again at 8 pods
+# and 4 masters after the scale-out it asks for. The caller
 # stops the devcluster (make demo-down).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,7 +10,11 @@ block=$(awk '/^## Quick start/ {q = 1} q && /^```sh$/ {on = 1; next} on && /^```
 [[ -n $block ]] || { echo "quickstart: no sh block under ## Quick start in README.md" >&2; exit 1; }
 echo "quickstart: running README.md's quick start:"
 echo "$block" | sed 's/^/    /'
-DEMO_WAIT=0 bash -euo pipefail -c "$block"
+out=$(DEMO_WAIT=0 bash -euo pipefail -c "$block" 2>&1 | tee /dev/stderr)
+# What the reader is promised to see: a healthy cluster, and a key written and read back
+# through redirects.
+grep -q '^cluster_state:ok' <<<"$out" || { echo "quickstart: redis-cli cluster info did not say cluster_state:ok" >&2; exit 1; }
+grep -qx 'world' <<<"$out" || { echo "quickstart: redis-cli -c get hello did not give back world" >&2; exit 1; }
 
 K="bin/kubectl --kubeconfig .devcluster/kubeconfig"
 for ((i = 0; i < 300; i += 2)); do

@@ -39,8 +39,9 @@ func (r *Renderer) RenderFile(path, userRedisConf string) ([]*unstructured.Unstr
 	return objs, nil
 }
 
-// ReadFile decodes the RedisClusters of a YAML file ("-" is stdin). Like the API
-// server, it ignores fields the API does not know (the seed's sample has one under
+// ReadFile decodes the RedisClusters of a YAML file ("-" is stdin), passing over
+// documents of other kinds (a sample's ConfigMap). Like the API server, it ignores fields
+// the API does not know (the seed's sample has one under
 // affinity); the cue CLI preview is the strict check.
 func ReadFile(path string) ([]*redisv1alpha1.RedisCluster, error) {
 	var data []byte
@@ -69,6 +70,10 @@ func ReadFile(path string) ([]*redisv1alpha1.RedisCluster, error) {
 		rc := &redisv1alpha1.RedisCluster{}
 		if err := yaml.Unmarshal(doc, rc); err != nil {
 			return nil, fmt.Errorf("failed to decode RedisCluster in %s: %w", path, err)
+		}
+		if rc.Kind != "RedisCluster" {
+			// Another object of the same file (a sample's ConfigMap): not rendered here.
+			continue
 		}
 		if gvk := rc.GroupVersionKind(); gvk != redisv1alpha1.GroupVersion.WithKind("RedisCluster") {
 			return nil, fmt.Errorf("failed to decode RedisCluster in %s: found apiVersion %q kind %q", path, rc.APIVersion, rc.Kind)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -121,6 +122,12 @@ func TestExternalAccessNodePort(t *testing.T) {
 	addrs := waitExternal(ctx, t, ns, 6, allowed, 2*time.Minute)
 	t.Logf("external addresses: %v", addrs)
 
+	// Every new cluster has a password (the generated one in Secret demo-auth); every client
+	// below, redis-cli included, logs in with it.
+	pw, err := stack.Password(ctx, ns, "demo")
+	if err != nil {
+		t.Fatal(err)
+	}
 	d := &externalDialer{allowed: allowed}
 	seeds := func(ctx context.Context) ([]string, error) {
 		var out []string
@@ -131,7 +138,7 @@ func TestExternalAccessNodePort(t *testing.T) {
 		}
 		return out, nil
 	}
-	r := framework.NewRouter(seeds, "")
+	r := framework.NewRouter(seeds, pw)
 	r.SetDialer(d.dial)
 	t.Cleanup(r.Close)
 
@@ -152,6 +159,7 @@ func TestExternalAccessNodePort(t *testing.T) {
 	// -c, to show the MOVED and the node port it names, then with -c, which follows it.
 	for _, args := range [][]string{{"set", key, "from-outside"}, {"-c", "set", key, "from-outside"}, {"-c", "get", key}} {
 		cmd := exec.CommandContext(ctx, "redis-cli", append([]string{"-h", host, "-p", port}, args...)...)
+		cmd.Env = append(os.Environ(), "REDISCLI_AUTH="+pw)
 		out, err := cmd.CombinedOutput()
 		t.Logf("$ redis-cli -h %s -p %s %s\n%s", host, port, strings.Join(args, " "), out)
 		if err != nil {
@@ -214,7 +222,7 @@ func TestExternalAccessNodePort(t *testing.T) {
 		g.Expect(rc.Status.Phase).To(Equal(redisv1alpha1.PhaseRunning), "reason: %s", rc.Status.Reason)
 		externalAddrs(ctx, g, t, ns, 8, allowed)
 		for name, ip := range podIPs(ctx, t, ns, "demo") {
-			c := framework.NodeClient(ip, "")
+			c := framework.NodeClient(ip, pw)
 			text, err := c.ClusterNodes(ctx).Result()
 			c.Close()
 			g.Expect(err).NotTo(HaveOccurred())
@@ -251,8 +259,8 @@ func TestExternalAccessNodePort(t *testing.T) {
 	// it routes from CLUSTER SLOTS, so every address it is given must be a node's.
 	// go-redis v8 cannot parse Redis 7's CLUSTER SLOTS (a fourth element per node), so
 	// the table comes from CLUSTER NODES, read through the same dialer.
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{seed}, Dialer: d.dial, MaxRedirects: 8,
-		ClusterSlots: func(ctx context.Context) ([]redis.ClusterSlot, error) { return externalSlots(ctx, seed, d.dial) }})
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{seed}, Dialer: d.dial, MaxRedirects: 8, Password: pw,
+		ClusterSlots: func(ctx context.Context) ([]redis.ClusterSlot, error) { return externalSlots(ctx, seed, pw, d.dial) }})
 	defer cc.Close()
 	for i := 0; i < 2000; i++ {
 		k := fmt.Sprintf("pre:%d", i*(faultKeys/2000))
@@ -284,8 +292,8 @@ func TestExternalAccessNodePort(t *testing.T) {
 
 // externalSlots is the slot table as the node at seed shows it in CLUSTER NODES: the
 // addresses the nodes announce.
-func externalSlots(ctx context.Context, seed string, dial func(context.Context, string, string) (net.Conn, error)) ([]redis.ClusterSlot, error) {
-	c := redis.NewClient(&redis.Options{Addr: seed, Dialer: dial})
+func externalSlots(ctx context.Context, seed, password string, dial func(context.Context, string, string) (net.Conn, error)) ([]redis.ClusterSlot, error) {
+	c := redis.NewClient(&redis.Options{Addr: seed, Password: password, Dialer: dial})
 	defer c.Close()
 	text, err := c.ClusterNodes(ctx).Result()
 	if err != nil {
