@@ -28,21 +28,14 @@ func TestTenantPolicyRefuses(t *testing.T) {
 	needAPIServer(t)
 	ctx := context.Background()
 	const ns = "tenant-policy"
-	if err := k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	for _, o := range policyObjects(t, "tenant-restrictions.yaml") {
+	installPolicy(ctx, t, ns, "tenant-restrictions.yaml", func(o *unstructured.Unstructured) {
 		if o.GetKind() == "ValidatingAdmissionPolicyBinding" {
 			sel := map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": ns}}
 			if err := unstructured.SetNestedField(o.Object, sel, "spec", "matchResources", "namespaceSelector"); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := k8sClient.Create(ctx, o); err != nil {
-			t.Fatalf("the API server refused %s %s: %v", o.GetKind(), o.GetName(), err)
-		}
-		t.Cleanup(func() { _ = k8sClient.Delete(ctx, o) })
-	}
+	})
 
 	hostPath := func(rc *redisv1alpha1.RedisCluster) {
 		rc.Spec.Pod = onePod(redisv1alpha1.RedisPodTemplate{Volumes: redisv1alpha1.RedisVolumes{Type: redisv1alpha1.VolumeTypeHostPath}})
@@ -154,3 +147,19 @@ func policyObjects(t *testing.T, file string) []*unstructured.Unstructured {
 }
 
 var _ client.Object = &unstructured.Unstructured{}
+
+// installPolicy makes namespace ns and creates the objects of config/policy/file, each
+// passed to adjust first, deleting them when the test ends.
+func installPolicy(ctx context.Context, t *testing.T, ns, file string, adjust func(*unstructured.Unstructured)) {
+	t.Helper()
+	if err := k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	for _, o := range policyObjects(t, file) {
+		adjust(o)
+		if err := k8sClient.Create(ctx, o); err != nil {
+			t.Fatalf("the API server refused %s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+		t.Cleanup(func() { _ = k8sClient.Delete(ctx, o) })
+	}
+}

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/client-go/rest"
@@ -27,21 +27,14 @@ func TestOperatorSecretWritePolicy(t *testing.T) {
 	needAPIServer(t)
 	ctx := context.Background()
 	const ns = "secret-policy"
-	if err := k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
 	var username string
-	for _, o := range policyObjects(t, "operator-secret-writes.yaml") {
+	installPolicy(ctx, t, ns, "operator-secret-writes.yaml", func(o *unstructured.Unstructured) {
 		if o.GetKind() == "ValidatingAdmissionPolicy" {
 			conds := o.Object["spec"].(map[string]any)["matchConditions"].([]any)
 			expr := conds[0].(map[string]any)["expression"].(string)
 			username = strings.Trim(strings.TrimPrefix(expr, "request.userInfo.username == "), "'")
 		}
-		if err := k8sClient.Create(ctx, o); err != nil {
-			t.Fatalf("the API server refused %s %s: %v", o.GetKind(), o.GetName(), err)
-		}
-		t.Cleanup(func() { _ = k8sClient.Delete(ctx, o) })
-	}
+	})
 	if !strings.HasPrefix(username, "system:serviceaccount:") {
 		t.Fatalf("the policy's matchCondition names %q, want the operator's ServiceAccount", username)
 	}
