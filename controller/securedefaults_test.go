@@ -129,3 +129,33 @@ func TestClusterFormedWithoutPasswordKeepsRunningWithoutOne(t *testing.T) {
 	g.Expect(strings.Join(warnings(h.events(), ReasonNoPassword), "")).To(BeEmpty())
 	g.Expect(lostKeys(t, kc, keys)).To(BeZero())
 }
+
+// A new cluster whose first reconciles are refused (its user ConfigMap not created yet, as
+// `kubectl apply -f dir/` may order it) goes on once the ConfigMap is there, with a password
+// of its own: status.auth records a password only once NAME-auth holds it, so a password
+// generated in a refused reconcile, never stored and never given to a pod, is not taken for
+// one the instances have lost.
+func TestRefusedFirstReconcileKeepsNoPhantomPassword(t *testing.T) {
+	g := NewWithT(t)
+	h := newHarness(t)
+	ctx := context.Background()
+	rc := newCluster(newNamespace(t), 6)
+	rc.Spec.DisablePassword = false
+	rc.Spec.Pod = []redisv1alpha1.RedisPodTemplate{{ConfigMap: "later"}}
+	g.Expect(apiClient.Create(ctx, rc)).To(Succeed())
+	h.reconcile(rc)
+	h.reconcile(rc)
+	got := get(t, rc)
+	g.Expect(got.Status.Auth).To(BeNil(), "no password recorded before NAME-auth holds one")
+	g.Expect(got.Status.Reason).To(ContainSubstring("later"))
+
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: rc.Namespace, Name: "later"}, Data: map[string]string{"redis.conf": "hz 20\n"}}
+	g.Expect(apiClient.Create(ctx, cm)).To(Succeed())
+	h.reconcile(rc)
+	h.reconcile(rc)
+	got = get(t, rc)
+	g.Expect(got.Status.Reason).NotTo(ContainSubstring("which is gone"))
+	auth := authSecret(t, rc)
+	g.Expect(auth.Data["password"]).To(HaveLen(64), "a generated password in NAME-auth")
+	g.Expect(got.Status.Auth).NotTo(BeNil())
+}

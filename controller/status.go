@@ -109,11 +109,13 @@ func computeStatus(s *scope, succeeded bool) redisv1alpha1.RedisClusterStatus {
 		st.LiveConfig = s.conf.status
 	}
 	// Kept when the password cannot be read now (a Secret missing): status.auth is the
-	// memory that the cluster has a password (formedWithoutPassword).
+	// memory that the cluster has a password (formedWithoutPassword). Recorded only once
+	// NAME-auth holds it: a password generated in a reconcile that was refused before it
+	// wrote NAME-auth was never stored nor given to a pod, and must not read as one lost.
 	switch {
 	case s.noPassword != "":
 		st.Auth = nil
-	case s.auth != nil && s.auth.active != "":
+	case s.auth != nil && s.auth.active != "" && s.auth.exists:
 		st.Auth = authStatus(s)
 	}
 	st.TLS = nil

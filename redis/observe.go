@@ -32,10 +32,13 @@ func Observe(ctx context.Context, f Factory, members []topology.Member) (*topolo
 	}
 	wg.Wait()
 	st.Internalize(topology.Aliases(members))
-	if ctx.Err() == nil {
+	// The members' reads decide whether the observation is whole; the probe after them
+	// only adds what strangers answer, so its own deadline does not spoil it.
+	err := ctx.Err()
+	if err == nil {
 		st.Answered = probeStrangers(ctx, f, st.LiveStrangers())
 	}
-	return st, ctx.Err()
+	return st, err
 }
 
 // strangerProbe bounds asking a stranger for its node ID: a pod's address that is gone
