@@ -573,3 +573,25 @@ func TestRestoreFromIsFixedAtCreation(t *testing.T) {
 	restored.Spec.RestoreFrom = nil
 	requireRefused(t, k8sClient.Update(ctx, restored, strict), "spec.restoreFrom", "cannot be added to or removed from an existing cluster")
 }
+
+// TestExternalAccessCannotBeRemovedOrRetyped checks the transition rule of
+// spec.externalAccess: it may be added to a running cluster (the nodes announce their new
+// addresses live), but not removed or switched between NodePort and LoadBalancer, which
+// would leave the nodes announcing addresses that no longer work.
+func TestExternalAccessCannotBeRemovedOrRetyped(t *testing.T) {
+	needAPIServer(t)
+	ctx := context.Background()
+	rc := validCluster("external-retype")
+	if err := k8sClient.Create(ctx, rc, strict); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8sClient.Delete(ctx, rc) })
+	rc.Spec.ExternalAccess = &redisv1alpha1.ExternalAccessSpec{Type: redisv1alpha1.ExternalNodePort}
+	if err := k8sClient.Update(ctx, rc, strict); err != nil {
+		t.Fatalf("adding external access was refused: %v", err)
+	}
+	rc.Spec.ExternalAccess = &redisv1alpha1.ExternalAccessSpec{Type: redisv1alpha1.ExternalLoadBalancer}
+	requireRefused(t, k8sClient.Update(ctx, rc, strict), "spec.externalAccess", "cannot be removed or change type")
+	rc.Spec.ExternalAccess = nil
+	requireRefused(t, k8sClient.Update(ctx, rc, strict), "spec.externalAccess", "cannot be removed or change type")
+}
