@@ -4,6 +4,9 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
@@ -83,4 +86,25 @@ func TestDowngradeIsRefusedBeforeAnyPodMoves(t *testing.T) {
 	h.reconcileUntil(rc, redisv1alpha1.PhaseUpgrading, 3)
 	g.Expect(liveStatefulSet(t, rc).Spec.Template.Spec.Containers[0].Image).To(Equal("library/redis:6.2-alpine"))
 	g.Expect(warnings(h.events(), ReasonDowngradeRefused)).To(BeEmpty())
+}
+
+// A reconcile in which Redis did not answer still refuses a downgrade, from the servers the
+// instances said they run before: one slow reconcile must not let the older image roll.
+func TestDowngradeIsRefusedWhileRedisDoesNotAnswer(t *testing.T) {
+	g := NewWithT(t)
+	image := func(img string) map[string]any {
+		return map[string]any{"containers": []any{map[string]any{"name": "redis", "image": img}}}
+	}
+	rendered := &unstructured.Unstructured{Object: map[string]any{"kind": "StatefulSet",
+		"spec": map[string]any{"template": map[string]any{"spec": image("library/redis:6.2")}}}}
+	s := &scope{
+		cluster:         newCluster("ns", 6),
+		statefulSet:     &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "redis", Image: "library/redis:7.2"}}}}}},
+		rendered:        []*unstructured.Unstructured{rendered},
+		templateChanged: true,
+	}
+	g.Expect(s.redis).To(BeNil(), "Redis was not observed")
+	observeDowngrade(s, []topology.Server{{Name: topology.ServerRedis, Version: "7.0.15"}})
+	g.Expect(s.specErr).To(MatchError(ContainSubstring("redis 6.2 reads RDB up to 9")))
+	g.Expect(s.templateChanged).To(BeFalse(), "a refused image is no change of template")
 }

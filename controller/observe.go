@@ -241,6 +241,10 @@ func (r *Reconciler) observeRedis(ctx context.Context, s *scope) {
 	st, err := redis.Observe(ctx, f, s.members)
 	if err != nil {
 		s.redisErr = err
+		// Redis did not answer this time: the servers the instances said they run last
+		// time still judge the image, or one slow reconcile would let a refused
+		// downgrade through.
+		observeDowngrade(s, r.knownServers(s))
 		return
 	}
 	s.redis = st
@@ -255,7 +259,7 @@ func (r *Reconciler) observeRedis(ctx context.Context, s *scope) {
 	st.Internalize(aliases)
 	r.learnServers(ctx, f, s, st)
 	// Before anything reads templateChanged: a refused image is no change of template.
-	observeDowngrade(s)
+	observeDowngrade(s, r.knownServers(s))
 	if upgradeMayBeUnderWay(s) {
 		s.replication = observeReplication(ctx, f, st)
 	}

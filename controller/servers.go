@@ -62,6 +62,21 @@ func (r *Reconciler) learnServers(ctx context.Context, f redis.Factory, s *scope
 	r.servers.Store(key, next)
 }
 
+// knownServers are what the cluster's instances said they run (INFO server), as
+// learnServers last remembered them: this reconcile's answers when Redis answered, the
+// last ones when it did not.
+func (r *Reconciler) knownServers(s *scope) []topology.Server {
+	v, _ := r.servers.Load(client.ObjectKeyFromObject(s.cluster))
+	known, _ := v.(map[string]topology.Server)
+	var out []topology.Server
+	for _, srv := range known {
+		if srv.Known() {
+			out = append(out, srv)
+		}
+	}
+	return out
+}
+
 // processID names one run of a pod's Redis: the pod's UID and the redis container's ID.
 func processID(p *corev1.Pod) string {
 	id := string(p.UID)
@@ -77,11 +92,12 @@ func processID(p *corev1.Pod) string {
 // the RDB the running instances write (topology.UnreadableRDB): with their data on disk
 // the restarted pods would fail to load it, and a replica on the older server could never
 // sync from a master on the newer one. Only when the image's name tells the server
-// (topology.ImageServer) and the instances said what they run (learnServers); otherwise
+// (topology.ImageServer) and the instances said what they run (learnServers, kept across
+// a reconcile Redis did not answer); otherwise
 // the roll goes on as before. The refused template is no change for the machine to act
 // on, as a spec refused before rendering: a Running cluster stays Running on its pods.
-func observeDowngrade(s *scope) {
-	if s.specErr != nil || s.redis == nil || s.statefulSet == nil {
+func observeDowngrade(s *scope, running []topology.Server) {
+	if s.specErr != nil || s.statefulSet == nil {
 		return
 	}
 	applied, rendered := appliedImage(s), renderedImage(s)
@@ -91,12 +107,6 @@ func observeDowngrade(s *scope) {
 	target, ok := topology.ImageServer(rendered)
 	if !ok {
 		return
-	}
-	var running []topology.Server
-	for _, m := range s.redis.Members {
-		if m.Server.Known() {
-			running = append(running, m.Server)
-		}
 	}
 	why := topology.UnreadableRDB(target, running)
 	if why == "" {
