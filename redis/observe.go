@@ -13,8 +13,8 @@ import (
 // Observe reads CLUSTER NODES and CLUSTER INFO from every member in parallel. An unreachable
 // member is recorded in its MemberState and is not an error: the caller decides what a
 // missing pod means. Nodes announcing a member's external address are shown at its pod
-// address (ClusterState.Internalize), and a node no member is that reads live is asked for
-// its ID directly (probeStrangers). Observe only reads.
+// address (ClusterState.Internalize), and a node no member is that reads live counts only
+// if the operator can connect to it (probeStrangers). Observe only reads.
 func Observe(ctx context.Context, f Factory, members []topology.Member) (*topology.ClusterState, error) {
 	st := &topology.ClusterState{Members: make([]topology.MemberState, len(members))}
 	var wg sync.WaitGroup
@@ -36,20 +36,22 @@ func Observe(ctx context.Context, f Factory, members []topology.Member) (*topolo
 	// only adds what strangers answer, so its own deadline does not spoil it.
 	err := ctx.Err()
 	if err == nil {
-		st.Answered = probeStrangers(ctx, f, st.LiveStrangers())
+		st.Answered = probeStrangers(ctx, st.LiveStrangers())
 	}
 	return st, err
 }
 
-// strangerProbe bounds asking a stranger for its node ID: a pod's address that is gone
-// answers nothing, so the probe's only cost is this wait, and only while a stranger reads
-// live (seconds after a pod stops, or a node someone else met into the cluster).
+// strangerProbe bounds connecting to a stranger: a pod's address that is gone answers
+// nothing, so the probe's only cost is this wait, and only while a stranger reads live
+// (seconds after a pod stops, or a node someone else met into the cluster).
 const strangerProbe = time.Second
 
-// probeStrangers asks each live stranger its own CLUSTER NODES, all at once, and returns
-// those that answered with the ID the cluster knows them by (an address reused by another
-// node does not vouch for the old one).
-func probeStrangers(ctx context.Context, f Factory, strangers []topology.Node) map[string]bool {
+// probeStrangers tries a TCP connection to each live stranger's client port, all at once,
+// and returns those that accepted one. Nothing is sent: a node only the cluster's gossip
+// vouches for (anyone who reaches the bus port can meet a node into the cluster) is never
+// given the operator's credentials. A gone pod's address accepts nothing; an address reused
+// by another listener would count, which costs at most a resize detour, never a key.
+func probeStrangers(ctx context.Context, strangers []topology.Node) map[string]bool {
 	out := map[string]bool{}
 	if len(strangers) == 0 {
 		return out
@@ -65,17 +67,15 @@ func probeStrangers(ctx context.Context, f Factory, strangers []topology.Node) m
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			nodes, err := f.For(net.JoinHostPort(n.IP, strconv.Itoa(n.Port))).ClusterNodes(ctx)
+			var d net.Dialer
+			c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(n.IP, strconv.Itoa(n.Port)))
 			if err != nil {
 				return
 			}
-			for _, own := range nodes {
-				if own.Myself && own.ID == n.ID {
-					mu.Lock()
-					out[n.ID] = true
-					mu.Unlock()
-				}
-			}
+			c.Close()
+			mu.Lock()
+			out[n.ID] = true
+			mu.Unlock()
 		}()
 	}
 	wg.Wait()

@@ -103,7 +103,7 @@ func (m *MemberState) Find(id string) *Node {
 // and planners read it, nothing writes it.
 type ClusterState struct {
 	Members []MemberState
-	// Answered holds the live strangers (LiveStrangers) that answered the operator directly
-	// with their own node ID: a node only the cluster's gossip vouches for is not counted.
+	// Answered holds the live strangers (LiveStrangers) that accepted a connection from the
+	// operator: a node only the cluster's gossip vouches for is not counted.
 	Answered map[string]bool
 }

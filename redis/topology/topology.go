@@ -45,7 +45,7 @@ func (s *ClusterState) ReplicaLinksUp() bool {
 }
 
 // ReachableNodes counts the members plus every stranger (a node no member is) that reads
-// live in every view and answered the operator itself (Answered). A node no member reaches
+// live in every view and accepted a connection from the operator itself (Answered). A node no member reaches
 // (the node a pod deleted with an emptyDir leaves behind, until healing forgets it) is not
 // part of the cluster's size: counting it would read a pod coming back empty as a resize.
 func (s *ClusterState) ReachableNodes() int {
@@ -68,7 +68,7 @@ func (s *ClusterState) ReachableNodes() int {
 // Redis retries it. Every view is not enough either: for the first seconds after a pod's
 // graceful stop, its node still reads connected everywhere with no ping outstanding
 // (Redis reconnects at once and pings only later), which is why ReachableNodes also asks
-// that the node answered the operator.
+// that the operator could connect to the node.
 func (s *ClusterState) LiveStrangers() []Node {
 	ids := map[string]bool{}
 	for _, id := range s.IDs() {
