@@ -86,14 +86,6 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if _, mine := r.running.Load(b.UID); mine {
 		return ctrl.Result{}, nil
 	}
-	if p := b.Status.Phase; p != redisv1alpha1.BackupSucceeded && p != redisv1alpha1.BackupFailed && r.APIReader != nil {
-		// The cache may not have the upload's last write yet: a backup that just Succeeded
-		// (and left running) would read as Running and be marked Interrupted, or as Pending
-		// and be cut a second time over its own objects. The API server's copy decides.
-		if err := r.APIReader.Get(ctx, req.NamespacedName, b); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
-		}
-	}
 	switch b.Status.Phase {
 	case redisv1alpha1.BackupSucceeded, redisv1alpha1.BackupFailed:
 		return ctrl.Result{}, nil
