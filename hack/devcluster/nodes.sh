@@ -49,7 +49,9 @@ restore_nft() {
 	local saved=$STATE/host/nft-tables.saved t fam table
 	[[ -f $saved ]] || return 0
 	nft list tables | while read -r t fam table; do
-		if ! grep -qx "table $fam $table" "$saved"; then
+		# Table ip rcop is the bed's own whatever the saved list says: one left by a bed
+		# killed before its teardown must not be taken for the machine's.
+		if [[ "$fam $table" == "ip rcop" ]] || ! grep -qx "table $fam $table" "$saved"; then
 			nft delete table "$fam" "$table" || log "could not delete nftables table $fam $table"
 		fi
 	done
@@ -382,5 +384,6 @@ NFT
 		nft add rule ip rcop partition oifname "$bridge" iifname "rcopn*" iifname != "$bridge" drop
 	else
 		nft flush chain ip rcop partition
+		nft delete chain ip rcop partition # no trace once healed
 	fi
 }
