@@ -3,7 +3,6 @@ package v1alpha1_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,9 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 )
@@ -124,29 +121,12 @@ func create(ctx context.Context, ns, name string, mutate func(*redisv1alpha1.Red
 // policyObjects reads a policy and its binding from config/policy.
 func policyObjects(t *testing.T, file string) []*unstructured.Unstructured {
 	t.Helper()
-	f, err := os.Open(filepath.Join(repoRoot, "config", "policy", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
-	for {
-		o := &unstructured.Unstructured{}
-		if err := dec.Decode(&o.Object); err != nil {
-			break
-		}
-		if len(o.Object) > 0 {
-			out = append(out, o)
-		}
-	}
+	out := sampleObjects(t, filepath.Join(repoRoot, "config", "policy", file))
 	if len(out) != 2 {
 		t.Fatalf("config/policy/%s: %d objects, want the policy and its binding", file, len(out))
 	}
 	return out
 }
-
-var _ client.Object = &unstructured.Unstructured{}
 
 // installPolicy makes namespace ns and creates the objects of config/policy/file, each
 // passed to adjust first, deleting them when the test ends.
