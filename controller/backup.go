@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"path"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -85,6 +86,14 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	if _, mine := r.running.Load(b.UID); mine {
 		return ctrl.Result{}, nil
+	}
+	if !terminal(b.Status.Phase) {
+		// The cache may not have the upload's last write yet: a backup that just Succeeded
+		// (and left running) would read as Running and be marked Interrupted, or as Pending
+		// and be cut a second time over its own objects. The API server's copy decides.
+		if err := r.APIReader.Get(ctx, req.NamespacedName, b); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
 	}
 	switch b.Status.Phase {
 	case redisv1alpha1.BackupSucceeded, redisv1alpha1.BackupFailed:
@@ -345,18 +354,33 @@ func (r *BackupReconciler) wait(ctx context.Context, b *redisv1alpha1.RedisClust
 		r.Recorder.Eventf(b, corev1.EventTypeWarning, ReasonBackupWaiting, "%s: %s", reason, msg)
 	}
 	return r.updateStatus(ctx, b, func(st *redisv1alpha1.RedisClusterBackupStatus) {
-		st.Phase, st.Reason, st.Message = redisv1alpha1.BackupPending, reason, msg
+		if !terminal(st.Phase) {
+			st.Phase, st.Reason, st.Message = redisv1alpha1.BackupPending, reason, msg
+		}
 	})
 }
 
 func (r *BackupReconciler) fail(ctx context.Context, b *redisv1alpha1.RedisClusterBackup, reason, msg string) {
 	now := metav1.Now()
+	failed := false
 	if err := r.updateStatus(ctx, b, func(st *redisv1alpha1.RedisClusterBackupStatus) {
-		st.Phase, st.Reason, st.Message, st.CompletedAt = redisv1alpha1.BackupFailed, reason, msg, &now
+		// A backup the API server says is over keeps its end: only a stale copy of it
+		// could be judged again.
+		if failed = !terminal(st.Phase); failed {
+			st.Phase, st.Reason, st.Message, st.CompletedAt = redisv1alpha1.BackupFailed, reason, msg, &now
+		}
 	}); err != nil {
 		log.FromContext(ctx).Error(err, "Failed to record a failed backup", "backup", b.Name)
+		return
 	}
-	r.Recorder.Eventf(b, corev1.EventTypeWarning, ReasonBackupFailed, "%s: %s", reason, msg)
+	if failed {
+		r.Recorder.Eventf(b, corev1.EventTypeWarning, ReasonBackupFailed, "%s: %s", reason, msg)
+	}
+}
+
+// terminal says whether a backup is over: Succeeded or Failed.
+func terminal(p redisv1alpha1.BackupPhase) bool {
+	return p == redisv1alpha1.BackupSucceeded || p == redisv1alpha1.BackupFailed
 }
 
 // updateStatus applies change to the backup's latest status and writes it.
@@ -366,7 +390,11 @@ func (r *BackupReconciler) updateStatus(ctx context.Context, b *redisv1alpha1.Re
 		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(b), cur); err != nil {
 			return err
 		}
+		before := cur.Status.DeepCopy()
 		change(&cur.Status)
+		if reflect.DeepEqual(before, &cur.Status) {
+			return nil
+		}
 		return r.Client.Status().Update(ctx, cur)
 	})
 }

@@ -53,7 +53,17 @@ type restoreRun struct {
 	finished time.Time
 	// reported: the end was said in an event (the reconcile's own field).
 	reported bool
+	// shown is when the progress below was last put in the status, and shownKeys,
+	// shownBytes, shownExpired what it said (the reconcile's own fields): the counters
+	// change with every key, and a status written at each reconcile would trigger the next
+	// one at once through its own watch event, a loop of writes, Secret reads and Redis
+	// observes for as long as the restore runs.
+	shown                               time.Time
+	shownKeys, shownBytes, shownExpired int64
 }
+
+// restoreProgressEvery is how often a running restore's progress is written to the status.
+const restoreProgressEvery = 5 * time.Second
 
 // restoreState is what the operator keeps about one cluster's restore
 // (Reconciler.restores). Only the cluster's reconciles touch it (controller-runtime
@@ -140,7 +150,11 @@ func (r *Reconciler) reconcileRestore(ctx context.Context, s *scope) (ctrl.Resul
 		select {
 		case <-run.done:
 		default:
-			st.Keys, st.Bytes, st.Expired = run.progress.Keys.Load(), run.progress.Bytes.Load(), run.progress.Expired.Load()
+			if run.shown.IsZero() || s.now.Sub(run.shown) >= restoreProgressEvery {
+				run.shown = s.now
+				run.shownKeys, run.shownBytes, run.shownExpired = run.progress.Keys.Load(), run.progress.Bytes.Load(), run.progress.Expired.Load()
+			}
+			st.Keys, st.Bytes, st.Expired = run.shownKeys, run.shownBytes, run.shownExpired
 			s.reason = fmt.Sprintf("Restoring backup %s: %d keys, %.1f MiB so far", from.Backup, st.Keys, float64(st.Bytes)/(1<<20))
 			return ctrl.Result{RequeueAfter: time.Second}, nil
 		}

@@ -236,3 +236,67 @@ func TestRestoreFromBeforeRunning(t *testing.T) {
 	}
 	g.Expect(total).To(BeEquivalentTo(keys + 1))
 }
+
+// TestRunningRestoreWritesItsProgressEvery5s: while a restore runs, its counters change
+// with every key; a status written at each reconcile would queue the next reconcile at
+// once (its own watch event), a loop for as long as the restore runs. The progress is
+// written at most every 5 s, and the end at once.
+func TestRunningRestoreWritesItsProgressEvery5s(t *testing.T) {
+	g := NewWithT(t)
+	h := newHarness(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	rc := newCluster(ns, 6)
+	rc.Spec.RestoreFrom = &redisv1alpha1.RestoreSource{Backup: "nightly"}
+	g.Expect(apiClient.Create(ctx, rc)).To(Succeed())
+	startPods(t, rc, redistest.Start(t, 6, redistest.Config{}))
+	var got *redisv1alpha1.RedisCluster
+	for i := 0; i < 40; i++ {
+		h.reconcile(rc)
+		if got = get(t, rc); got.Status.Restore != nil && got.Status.Restore.Reason == ReasonBackupNotFound {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	g.Expect(got.Status.Restore).NotTo(BeNil(), got.Status.Reason)
+
+	// A restore under way (its goroutine stood in for: the test moves its counters).
+	key := client.ObjectKeyFromObject(rc)
+	run := &restoreRun{cancel: func() {}, started: time.Now(), done: make(chan struct{})}
+	h.r.restores.Store(key, &restoreState{uid: got.UID, backup: "nightly", run: run})
+	now := time.Now()
+	h.r.now = func() time.Time { return now }
+	statusWrites := func() (n int) {
+		for _, w := range h.writes() {
+			if strings.HasPrefix(w, "patch/status") {
+				n++
+			}
+		}
+		return n
+	}
+	run.progress.Keys.Store(100)
+	h.reconcile(rc)
+	g.Expect(get(t, rc).Status.Restore.Keys).To(BeEquivalentTo(100))
+	statusWrites()
+	for i := 0; i < 12; i++ {
+		run.progress.Keys.Add(1000)
+		now = now.Add(400 * time.Millisecond)
+		res := h.reconcile(rc)
+		g.Expect(res.RequeueAfter).To(Equal(time.Second))
+		g.Expect(statusWrites()).To(BeZero(), "reconcile %d, %v after the last progress written, wrote the status", i, time.Duration(i+1)*400*time.Millisecond)
+	}
+	now = now.Add(400 * time.Millisecond) // 5.2 s after the last write
+	h.reconcile(rc)
+	g.Expect(statusWrites()).To(Equal(1))
+	g.Expect(get(t, rc).Status.Restore.Keys).To(BeEquivalentTo(12100))
+
+	// The end is written at once.
+	run.progress.Keys.Add(5)
+	run.finished = now
+	close(run.done)
+	now = now.Add(100 * time.Millisecond)
+	h.reconcile(rc)
+	st := get(t, rc).Status.Restore
+	g.Expect(st.CompletedAt).NotTo(BeNil())
+	g.Expect(st.Keys).To(BeEquivalentTo(12105))
+}
