@@ -197,7 +197,7 @@ func (r *BackupReconciler) prepare(ctx context.Context, b *redisv1alpha1.RedisCl
 
 // s3Store is the client of the store d names, its credentials (and CA) read from
 // Secrets of namespace ns, checked with HEAD on the bucket; a reason not empty
-// (ReasonSecretMissing, ReasonS3Error) says why it cannot be used. field prefixes the
+// (ReasonSecretMissing, ReasonS3AccessDenied, ReasonS3Error) says why it cannot be used. field prefixes the
 // names of the fields a message cites ("spec.s3").
 func s3Store(ctx context.Context, reader client.Reader, ns string, d redisv1alpha1.S3Destination, field string) (*backup.S3, string, string, error) {
 	access, missing, err := readSecretKey(ctx, reader, ns, d.CredentialsSecret.Name, redisv1alpha1.S3AccessKeyIDKey, field+".credentialsSecret")
@@ -223,7 +223,11 @@ func s3Store(ctx context.Context, reader client.Reader, ns string, d redisv1alph
 	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := s3.HeadBucket(hctx, d.Bucket); err != nil {
-		return nil, ReasonS3Error, fmt.Sprintf("bucket %s at %s: %v", d.Bucket, d.Endpoint, err), nil
+		reason := ReasonS3Error
+		if permanentRestoreFailure(err) == ReasonS3AccessDenied {
+			reason = ReasonS3AccessDenied
+		}
+		return nil, reason, fmt.Sprintf("bucket %s at %s: %v", d.Bucket, d.Endpoint, err), nil
 	}
 	return s3, "", "", nil
 }

@@ -300,3 +300,77 @@ func TestRunningRestoreWritesItsProgressEvery5s(t *testing.T) {
 	g.Expect(st.CompletedAt).NotTo(BeNil())
 	g.Expect(st.Keys).To(BeEquivalentTo(12105))
 }
+
+// TestRestoreFailsForGoodOnADeterministicCause: a restore whose backup object does not
+// have the checksum the backup recorded, or whose store refuses the credentials, fails
+// for good: status.restore.failedAt and the cause as reason, one Warning, no further
+// attempt, and the cluster turns Failed (without its client Service) instead of being
+// retried every 2 minutes forever.
+func TestRestoreFailsForGoodOnADeterministicCause(t *testing.T) {
+	ctx := context.Background()
+	s3srv := redistest.StartS3(t, "127.0.0.1")
+	s3 := &backup.S3{Endpoint: s3srv.Endpoint, AccessKey: s3srv.AccessKey, SecretKey: s3srv.SecretKey}
+	if err := s3.CreateBucket(ctx, "backups"); err != nil {
+		t.Fatal(err)
+	}
+	rdbFile := shardOf(t, 100)
+	up, err := s3.Put(ctx, "backups", "t/nightly/shard-0.rdb", bytes.NewReader(rdbFile), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, secretKey, sha256, reason string
+		attempts                        int32
+	}{
+		{"checksum", s3srv.SecretKey, strings.Repeat("0", 64), ReasonChecksumMismatch, 1},
+		{"credentials", "wrong", up.SHA256, ReasonS3AccessDenied, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := NewWithT(t)
+			h := newHarness(t)
+			ns := newNamespace(t)
+			g.Expect(apiClient.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s3-creds"},
+				StringData: map[string]string{"accessKeyID": s3srv.AccessKey, "secretAccessKey": c.secretKey}})).To(Succeed())
+			b := &redisv1alpha1.RedisClusterBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nightly"},
+				Spec: redisv1alpha1.RedisClusterBackupSpec{ClusterName: "source", S3: redisv1alpha1.S3Destination{
+					Endpoint: s3srv.Endpoint, Bucket: "backups", Prefix: "t", CredentialsSecret: redisv1alpha1.LocalName{Name: "s3-creds"}}}}
+			g.Expect(apiClient.Create(ctx, b)).To(Succeed())
+			b.Status = redisv1alpha1.RedisClusterBackupStatus{Phase: redisv1alpha1.BackupSucceeded,
+				Shards: []redisv1alpha1.BackupShard{{NodeID: "n0", Slots: "0-16383", Object: "t/nightly/shard-0.rdb", Size: up.Size, SHA256: c.sha256, Keys: 101}}}
+			g.Expect(apiClient.Status().Update(ctx, b)).To(Succeed())
+
+			rc := newCluster(ns, 6)
+			rc.Spec.RestoreFrom = &redisv1alpha1.RestoreSource{Backup: "nightly"}
+			g.Expect(apiClient.Create(ctx, rc)).To(Succeed())
+			startPods(t, rc, redistest.Start(t, 6, redistest.Config{}))
+			var got *redisv1alpha1.RedisCluster
+			for i := 0; i < 80; i++ {
+				h.reconcile(rc)
+				if got = get(t, rc); got.Status.Restore != nil && got.Status.Restore.FailedAt != nil {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			st := got.Status.Restore
+			g.Expect(st).NotTo(BeNil(), got.Status.Reason)
+			g.Expect(st.FailedAt).NotTo(BeNil(), "not failed for good: %+v", st)
+			g.Expect(st.Reason).To(Equal(c.reason), st.Message)
+			g.Expect(st.Attempts).To(Equal(c.attempts))
+			events := strings.Join(h.events(), "\n")
+			g.Expect(events).To(ContainSubstring("Warning RestoreFailedPermanently Restoring backup nightly failed for good: " + c.reason))
+			g.Expect(events).NotTo(ContainSubstring("RestoreFailed "))
+
+			// Never tried again; the cluster turns Failed and gets no client Service.
+			for i := 0; i < 5; i++ {
+				h.reconcile(rc)
+			}
+			got = get(t, rc)
+			g.Expect(got.Status.Restore.Attempts).To(Equal(c.attempts))
+			g.Expect(got.Status.Phase).To(Equal(redisv1alpha1.PhaseFailed), got.Status.Reason)
+			g.Expect(got.Status.Reason).To(ContainSubstring("failed for good: " + c.reason))
+			g.Expect(strings.Join(h.events(), "\n")).NotTo(ContainSubstring("RestoreStarted"))
+			err := apiClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-client"}, &corev1.Service{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "client Service of a cluster whose restore failed: %v", err)
+		})
+	}
+}

@@ -343,6 +343,9 @@ func (s *S3) Delete(ctx context.Context, bucket, key string) error {
 	return nil
 }
 
+// ErrChecksum: an object read whole does not have the checksum its backup recorded.
+var ErrChecksum = errors.New("checksum mismatch")
+
 // VerifyingReader reads r and, at its end, fails unless what was read has the SHA-256
 // want (hex): a restore never takes a changed object for the backup.
 func VerifyingReader(r io.ReadCloser, want string) io.ReadCloser {
@@ -360,7 +363,7 @@ func (v *verifying) Read(p []byte) (int, error) {
 	v.h.Write(p[:n])
 	if err == io.EOF && v.want != "" {
 		if got := hex.EncodeToString(v.h.Sum(nil)); got != v.want {
-			return n, fmt.Errorf("object checksum %s, the backup recorded %s", got, v.want)
+			return n, fmt.Errorf("%w: object checksum %s, the backup recorded %s", ErrChecksum, got, v.want)
 		}
 	}
 	return n, err
