@@ -37,9 +37,7 @@ func TestStaleCacheDoesNotJudgeAFinishedBackup(t *testing.T) {
 			return nil
 		},
 	})
-	r := *h.r
-	r.Client = cached
-	br := NewBackupReconciler(&r)
+	br := NewBackupReconciler(&Reconciler{Client: cached, APIReader: apiClient, Recorder: h.recorder, redis: h.r.redis, now: time.Now})
 
 	b := &redisv1alpha1.RedisClusterBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nightly"},
 		Spec: redisv1alpha1.RedisClusterBackupSpec{ClusterName: "absent", S3: redisv1alpha1.S3Destination{
