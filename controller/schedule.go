@@ -40,7 +40,9 @@ type ScheduleReconciler struct {
 }
 
 // NewScheduleReconciler shares the cluster reconciler's clients.
-func NewScheduleReconciler(r *Reconciler) *ScheduleReconciler { return &ScheduleReconciler{Reconciler: r} }
+func NewScheduleReconciler(r *Reconciler) *ScheduleReconciler {
+	return &ScheduleReconciler{Reconciler: r}
+}
 
 // +kubebuilder:rbac:groups=redis.middleware.hc.cn,resources=redisclusterbackupschedules,verbs=get;list;watch
 // +kubebuilder:rbac:groups=redis.middleware.hc.cn,resources=redisclusterbackupschedules/status,verbs=get;update;patch
