@@ -237,6 +237,28 @@ func TestRestoreFromBeforeRunning(t *testing.T) {
 	g.Expect(total).To(BeEquivalentTo(keys + 1))
 }
 
+// formedToRestore creates a 6-pod cluster "demo" in ns restoring the backup "nightly",
+// backed by real redis-servers, and reconciles it until its status.restore satisfies done
+// (at most 8 s).
+func formedToRestore(t *testing.T, h *harness, ns string, done func(*redisv1alpha1.RestoreStatus) bool) (*redisv1alpha1.RedisCluster, *redisv1alpha1.RedisCluster) {
+	t.Helper()
+	rc := newCluster(ns, 6)
+	rc.Spec.RestoreFrom = &redisv1alpha1.RestoreSource{Backup: "nightly"}
+	if err := apiClient.Create(context.Background(), rc); err != nil {
+		t.Fatal(err)
+	}
+	startPods(t, rc, redistest.Start(t, 6, redistest.Config{}))
+	var got *redisv1alpha1.RedisCluster
+	for i := 0; i < 80; i++ {
+		h.reconcile(rc)
+		if got = get(t, rc); got.Status.Restore != nil && done(got.Status.Restore) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return rc, got
+}
+
 // TestRunningRestoreWritesItsProgressEvery5s: while a restore runs, its counters change
 // with every key; a status written at each reconcile would queue the next reconcile at
 // once (its own watch event), a loop for as long as the restore runs. The progress is
@@ -244,20 +266,8 @@ func TestRestoreFromBeforeRunning(t *testing.T) {
 func TestRunningRestoreWritesItsProgressEvery5s(t *testing.T) {
 	g := NewWithT(t)
 	h := newHarness(t)
-	ctx := context.Background()
 	ns := newNamespace(t)
-	rc := newCluster(ns, 6)
-	rc.Spec.RestoreFrom = &redisv1alpha1.RestoreSource{Backup: "nightly"}
-	g.Expect(apiClient.Create(ctx, rc)).To(Succeed())
-	startPods(t, rc, redistest.Start(t, 6, redistest.Config{}))
-	var got *redisv1alpha1.RedisCluster
-	for i := 0; i < 40; i++ {
-		h.reconcile(rc)
-		if got = get(t, rc); got.Status.Restore != nil && got.Status.Restore.Reason == ReasonBackupNotFound {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	rc, got := formedToRestore(t, h, ns, func(st *redisv1alpha1.RestoreStatus) bool { return st.Reason == ReasonBackupNotFound })
 	g.Expect(got.Status.Restore).NotTo(BeNil(), got.Status.Reason)
 
 	// A restore under way (its goroutine stood in for: the test moves its counters).
@@ -339,18 +349,7 @@ func TestRestoreFailsForGoodOnADeterministicCause(t *testing.T) {
 				Shards: []redisv1alpha1.BackupShard{{NodeID: "n0", Slots: "0-16383", Object: "t/nightly/shard-0.rdb", Size: up.Size, SHA256: c.sha256, Keys: 101}}}
 			g.Expect(apiClient.Status().Update(ctx, b)).To(Succeed())
 
-			rc := newCluster(ns, 6)
-			rc.Spec.RestoreFrom = &redisv1alpha1.RestoreSource{Backup: "nightly"}
-			g.Expect(apiClient.Create(ctx, rc)).To(Succeed())
-			startPods(t, rc, redistest.Start(t, 6, redistest.Config{}))
-			var got *redisv1alpha1.RedisCluster
-			for i := 0; i < 80; i++ {
-				h.reconcile(rc)
-				if got = get(t, rc); got.Status.Restore != nil && got.Status.Restore.FailedAt != nil {
-					break
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
+			rc, got := formedToRestore(t, h, ns, func(st *redisv1alpha1.RestoreStatus) bool { return st.FailedAt != nil })
 			st := got.Status.Restore
 			g.Expect(st).NotTo(BeNil(), got.Status.Reason)
 			g.Expect(st.FailedAt).NotTo(BeNil(), "not failed for good: %+v", st)

@@ -27,6 +27,25 @@ import (
 // demo's 64 MB maxmemory and CI's budget hold this many).
 const backupKeys = 100000
 
+// backupStore starts a real S3 server on the devcluster's host address with a bucket
+// "backups", and the Secret s3-creds of ns holding its credentials.
+func backupStore(ctx context.Context, t *testing.T, ns string) (*redistest.S3Server, *backup.S3) {
+	t.Helper()
+	s3srv := redistest.StartS3(t, "198.18.0.1")
+	s3 := &backup.S3{Endpoint: s3srv.Endpoint, AccessKey: s3srv.AccessKey, SecretKey: s3srv.SecretKey}
+	if err := s3.CreateBucket(ctx, "backups"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stack.ApplyYAML(ctx, ns, fmt.Sprintf(`apiVersion: v1
+kind: Secret
+metadata: {name: s3-creds, namespace: %s}
+stringData: {accessKeyID: %s, secretAccessKey: %s}
+`, ns, s3srv.AccessKey, s3srv.SecretKey)); err != nil {
+		t.Fatal(err)
+	}
+	return s3srv, s3
+}
+
 // TestBackupCutAndRestoreIntoOtherShapes loads keys (strings, some with TTLs, a key of
 // every other type and a 200,000-member sorted set) into the 3-master demo while a
 // writer runs, backs it up with a RedisClusterBackup to a real S3 server (versitygw),
@@ -40,18 +59,7 @@ func TestBackupCutAndRestoreIntoOtherShapes(t *testing.T) {
 	ctx := context.Background()
 	const ns = "backup"
 	formDemo(ctx, t, ns, nil)
-	s3srv := redistest.StartS3(t, "198.18.0.1")
-	s3 := &backup.S3{Endpoint: s3srv.Endpoint, AccessKey: s3srv.AccessKey, SecretKey: s3srv.SecretKey}
-	if err := s3.CreateBucket(ctx, "backups"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := stack.ApplyYAML(ctx, ns, fmt.Sprintf(`apiVersion: v1
-kind: Secret
-metadata: {name: s3-creds, namespace: %s}
-stringData: {accessKeyID: %s, secretAccessKey: %s}
-`, ns, s3srv.AccessKey, s3srv.SecretKey)); err != nil {
-		t.Fatal(err)
-	}
+	s3srv, s3 := backupStore(ctx, t, ns)
 
 	r := stack.RouterFor(ns, "demo", "")
 	defer r.Close()
@@ -325,18 +333,7 @@ func TestBackupScheduleKeepsTheLastTwo(t *testing.T) {
 	ctx := context.Background()
 	const ns = "backup-schedule"
 	formDemo(ctx, t, ns, nil)
-	s3srv := redistest.StartS3(t, "198.18.0.1")
-	s3 := &backup.S3{Endpoint: s3srv.Endpoint, AccessKey: s3srv.AccessKey, SecretKey: s3srv.SecretKey}
-	if err := s3.CreateBucket(ctx, "backups"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := stack.ApplyYAML(ctx, ns, fmt.Sprintf(`apiVersion: v1
-kind: Secret
-metadata: {name: s3-creds, namespace: %s}
-stringData: {accessKeyID: %s, secretAccessKey: %s}
-`, ns, s3srv.AccessKey, s3srv.SecretKey)); err != nil {
-		t.Fatal(err)
-	}
+	s3srv, s3 := backupStore(ctx, t, ns)
 	r := stack.RouterFor(ns, "demo", "")
 	defer r.Close()
 	if err := r.Load(ctx, "sk", 10000); err != nil {
