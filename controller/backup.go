@@ -177,10 +177,16 @@ func (r *BackupReconciler) finalize(ctx context.Context, b *redisv1alpha1.RedisC
 		return ctrl.Result{}, nil
 	}
 	bucket, dir := b.Spec.S3.Bucket, backupDir(b)
-	s3, reason, msg, err := s3Store(ctx, r.APIReader, b.Namespace, b.Spec.S3, "spec.s3")
 	var deleted int
-	if err == nil && reason == "" {
-		deleted, err = deleteObjects(ctx, s3, bucket, dir+"/")
+	var reason, msg string
+	var err error
+	if b.Status.CutStartedAt != nil {
+		// Never cut, never uploaded: there is nothing to delete (and a store that cannot be
+		// reached must not hold the resource).
+		var s3 *backup.S3
+		if s3, reason, msg, err = s3Store(ctx, r.APIReader, b.Namespace, b.Spec.S3, "spec.s3"); err == nil && reason == "" {
+			deleted, err = deleteObjects(ctx, s3, bucket, dir+"/")
+		}
 	}
 	if err != nil || reason != "" {
 		if reason == "" {

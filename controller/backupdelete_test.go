@@ -42,7 +42,8 @@ func TestDeletionPolicy(t *testing.T) {
 				Endpoint: s3srv.Endpoint, Bucket: "backups", Prefix: "t", CredentialsSecret: redisv1alpha1.LocalName{Name: "s3-creds"}}}}
 		g.Expect(apiClient.Create(ctx, b)).To(Succeed())
 		done := metav1.Now()
-		b.Status = redisv1alpha1.RedisClusterBackupStatus{Phase: redisv1alpha1.BackupSucceeded, CompletedAt: &done}
+		cut := metav1.NewMicroTime(done.Time)
+		b.Status = redisv1alpha1.RedisClusterBackupStatus{Phase: redisv1alpha1.BackupSucceeded, CompletedAt: &done, CutStartedAt: &cut}
 		for i := 0; i < 2; i++ {
 			obj := fmt.Sprintf("t/%s/%s/shard-%d.rdb", ns, name, i)
 			g.Expect(s3.PutSmall(ctx, "backups", obj, []byte("rdb"))).To(Succeed())
@@ -115,6 +116,17 @@ func TestDeletionPolicy(t *testing.T) {
 	reconcile(neighbour)
 	g.Expect(apiClient.Get(ctx, client.ObjectKeyFromObject(neighbour), got)).To(Succeed())
 	g.Expect(got.Finalizers).To(BeEmpty())
+	// A backup never cut has no objects: it goes at once, whatever its store says.
+	pending := &redisv1alpha1.RedisClusterBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "never-cut"},
+		Spec: redisv1alpha1.RedisClusterBackupSpec{ClusterName: "absent", DeletionPolicy: redisv1alpha1.DeletionDelete, S3: redisv1alpha1.S3Destination{
+			Endpoint: s3srv.Endpoint, Bucket: "backups", CredentialsSecret: redisv1alpha1.LocalName{Name: "absent"}}}}
+	g.Expect(apiClient.Create(ctx, pending)).To(Succeed())
+	reconcile(pending)
+	g.Expect(apiClient.Delete(ctx, pending)).To(Succeed())
+	g.Expect(gone(pending)).To(BeFalse(), "held by the finalizer")
+	reconcile(pending)
+	g.Expect(gone(pending)).To(BeTrue())
+
 	// The rest of the spec stays immutable.
 	got.Spec.S3.Prefix = "elsewhere"
 	err := apiClient.Update(ctx, got)
