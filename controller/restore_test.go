@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -371,5 +372,26 @@ func TestRestoreFailsForGoodOnADeterministicCause(t *testing.T) {
 			err := apiClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-client"}, &corev1.Service{})
 			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "client Service of a cluster whose restore failed: %v", err)
 		})
+	}
+}
+
+// TestPermanentRestoreFailure tells the failures no retry cures from the others.
+func TestPermanentRestoreFailure(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("reading t/x/shard-0.rdb: %w", &backup.S3Error{Status: 403, Code: "AccessDenied"}), ReasonS3AccessDenied},
+		{&backup.S3Error{Status: 401}, ReasonS3AccessDenied},
+		{fmt.Errorf("reading t/x/shard-1.rdb: %w", &backup.S3Error{Status: 404, Code: "NoSuchKey"}), ReasonBackupObjectMissing},
+		{fmt.Errorf("RDB cut short: %w", fmt.Errorf("%w: object checksum 1, the backup recorded 2", backup.ErrChecksum)), ReasonChecksumMismatch},
+		{fmt.Errorf("%w: RDB version 12 is newer than this reader knows (11)", backup.ErrIncompatible), ReasonIncompatibleBackup},
+		{&backup.S3Error{Status: 503, Code: "SlowDown"}, ""},
+		{fmt.Errorf("RESTORE on 10.0.0.1:6379: %w", errors.New("dial tcp: connection refused")), ""},
+		{fmt.Errorf("RESTORE \"k\" on 10.0.0.1:6379: %w", errors.New("OOM command not allowed when used memory > 'maxmemory'")), ""},
+	} {
+		if got := permanentRestoreFailure(c.err); got != c.want {
+			t.Errorf("%v: %q, want %q", c.err, got, c.want)
+		}
 	}
 }
