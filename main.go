@@ -195,6 +195,9 @@ func run() error {
 	if err := controller.NewBackupReconciler(rec).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the backup controller: %w", err)
 	}
+	if err := controller.NewScheduleReconciler(rec).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("failed to set up the backup schedule controller: %w", err)
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("failed to add health check: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"path"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
@@ -51,7 +53,16 @@ const (
 	ReasonInterrupted = "Interrupted"
 	// ReasonUploadFailed: reading a snapshot or writing it to the store failed.
 	ReasonUploadFailed = "UploadFailed"
+	// ReasonObjectsDeleted (event): a backup with deletionPolicy Delete was deleted and its
+	// objects were deleted from the store.
+	ReasonObjectsDeleted = "ObjectsDeleted"
+	// ReasonObjectsNotDeleted (event): a backup with deletionPolicy Delete is being deleted
+	// but its objects could not be; the resource stays until they are (retried).
+	ReasonObjectsNotDeleted = "ObjectsNotDeleted"
 )
+
+// objectsRetry is how soon deleting the objects of a deleted backup is tried again.
+const objectsRetry = 30 * time.Second
 
 // backupWaitRequeue is how soon a waiting backup looks again.
 const backupWaitRequeue = 10 * time.Second
@@ -69,7 +80,7 @@ type BackupReconciler struct {
 // NewBackupReconciler shares the cluster reconciler's clients and credentials.
 func NewBackupReconciler(r *Reconciler) *BackupReconciler { return &BackupReconciler{Reconciler: r} }
 
-// +kubebuilder:rbac:groups=redis.middleware.hc.cn,resources=redisclusterbackups,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=redis.middleware.hc.cn,resources=redisclusterbackups,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=redis.middleware.hc.cn,resources=redisclusterbackups/status,verbs=get;update;patch
 
 // SetupWithManager watches RedisClusterBackups.
@@ -83,11 +94,41 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := r.Client.Get(ctx, req.NamespacedName, b); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if _, mine := r.running.Load(b.UID); mine {
+	_, mine := r.running.Load(b.UID)
+	if !b.DeletionTimestamp.IsZero() {
+		if mine {
+			// The upload ends on its own (Succeeded, or Failed with its objects deleted);
+			// the objects are deleted after it.
+			return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
+		}
+		return r.finalize(ctx, b)
+	}
+	if want := b.Spec.DeletionPolicy == redisv1alpha1.DeletionDelete; want != controllerutil.ContainsFinalizer(b, redisv1alpha1.BackupObjectsFinalizer) {
+		// Held by the finalizer only with deletionPolicy Delete, whatever its phase.
+		base := b.DeepCopy()
+		if want {
+			controllerutil.AddFinalizer(b, redisv1alpha1.BackupObjectsFinalizer)
+		} else {
+			controllerutil.RemoveFinalizer(b, redisv1alpha1.BackupObjectsFinalizer)
+		}
+		if err := r.Client.Patch(ctx, b, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if mine {
 		return ctrl.Result{}, nil
+	}
+	if !terminal(b.Status.Phase) {
+		// The cache may not have the upload's last write yet: a backup that just Succeeded
+		// (and left running) would read as Running and be marked Interrupted, or as Pending
+		// and be cut a second time over its own objects. The API server's copy decides.
+		if err := r.APIReader.Get(ctx, req.NamespacedName, b); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
 	}
 	switch b.Status.Phase {
 	case redisv1alpha1.BackupSucceeded, redisv1alpha1.BackupFailed:
+		observeBackupSucceeded(b)
 		return ctrl.Result{}, nil
 	case redisv1alpha1.BackupRunning:
 		r.fail(ctx, b, ReasonInterrupted, "the operator restarted while the snapshots were uploading; take another backup")
@@ -127,6 +168,60 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	r.Recorder.Eventf(b, corev1.EventTypeNormal, ReasonBackupStarted, "Cut %d masters with writes paused %v; uploading to %s/%s", len(snaps), cut.Paused.Round(10*time.Microsecond), plan.bucket, plan.dir)
 	go r.upload(context.WithoutCancel(ctx), b.DeepCopy(), plan, cut, snaps)
 	return ctrl.Result{}, nil
+}
+
+// finalize deletes the objects of a backup being deleted with deletionPolicy Delete (every
+// object under PREFIX/NAMESPACE/NAME/, whatever its phase), then lets it go.
+func (r *BackupReconciler) finalize(ctx context.Context, b *redisv1alpha1.RedisClusterBackup) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(b, redisv1alpha1.BackupObjectsFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	bucket, dir := b.Spec.S3.Bucket, backupDir(b)
+	var deleted int
+	var reason, msg string
+	var err error
+	if b.Status.CutStartedAt != nil {
+		// Never cut, never uploaded: there is nothing to delete (and a store that cannot be
+		// reached must not hold the resource).
+		var s3 *backup.S3
+		if s3, reason, msg, err = s3Store(ctx, r.APIReader, b.Namespace, b.Spec.S3, "spec.s3"); err == nil && reason == "" {
+			deleted, err = deleteObjects(ctx, s3, bucket, dir+"/")
+		}
+	}
+	if err != nil || reason != "" {
+		if reason == "" {
+			reason, msg = ReasonS3Error, err.Error()
+		}
+		r.Recorder.Eventf(b, corev1.EventTypeWarning, ReasonObjectsNotDeleted, "deletionPolicy Delete: the objects under %s/%s/ are not deleted yet: %s: %s; retried in %v (remove the finalizer %s to leave them)",
+			bucket, dir, reason, msg, objectsRetry, redisv1alpha1.BackupObjectsFinalizer)
+		return ctrl.Result{RequeueAfter: objectsRetry}, nil
+	}
+	base := b.DeepCopy()
+	controllerutil.RemoveFinalizer(b, redisv1alpha1.BackupObjectsFinalizer)
+	if err := r.Client.Patch(ctx, b, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	r.Recorder.Eventf(b, corev1.EventTypeNormal, ReasonObjectsDeleted, "deletionPolicy Delete: deleted %d objects under %s/%s/", deleted, bucket, dir)
+	return ctrl.Result{}, nil
+}
+
+// deleteObjects deletes every object of the bucket whose name begins with prefix.
+func deleteObjects(ctx context.Context, s3 *backup.S3, bucket, prefix string) (int, error) {
+	names, err := s3.List(ctx, bucket, prefix)
+	if err != nil {
+		return 0, err
+	}
+	for i, name := range names {
+		if err := s3.Delete(ctx, bucket, name); err != nil {
+			return i, err
+		}
+	}
+	return len(names), nil
+}
+
+// backupDir is PREFIX/NAMESPACE/NAME, where a backup's objects go.
+func backupDir(b *redisv1alpha1.RedisClusterBackup) string {
+	return path.Join(b.Spec.S3.Prefix, b.Namespace, b.Name)
 }
 
 // backupPlan is what a backup needs, resolved from its spec.
@@ -182,13 +277,13 @@ func (r *BackupReconciler) prepare(ctx context.Context, b *redisv1alpha1.RedisCl
 	return &backupPlan{
 		dialer: backup.Dialer{User: creds.user, Passwords: passwords, TLS: creds.tlsConfig},
 		addrs:  addrs, s3: s3, bucket: d.Bucket,
-		dir: path.Join(d.Prefix, b.Namespace, b.Name),
+		dir: backupDir(b),
 	}, "", "", nil
 }
 
 // s3Store is the client of the store d names, its credentials (and CA) read from
 // Secrets of namespace ns, checked with HEAD on the bucket; a reason not empty
-// (ReasonSecretMissing, ReasonS3Error) says why it cannot be used. field prefixes the
+// (ReasonSecretMissing, ReasonS3AccessDenied, ReasonS3Error) says why it cannot be used. field prefixes the
 // names of the fields a message cites ("spec.s3").
 func s3Store(ctx context.Context, reader client.Reader, ns string, d redisv1alpha1.S3Destination, field string) (*backup.S3, string, string, error) {
 	access, missing, err := readSecretKey(ctx, reader, ns, d.CredentialsSecret.Name, redisv1alpha1.S3AccessKeyIDKey, field+".credentialsSecret")
@@ -214,7 +309,11 @@ func s3Store(ctx context.Context, reader client.Reader, ns string, d redisv1alph
 	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := s3.HeadBucket(hctx, d.Bucket); err != nil {
-		return nil, ReasonS3Error, fmt.Sprintf("bucket %s at %s: %v", d.Bucket, d.Endpoint, err), nil
+		reason := ReasonS3Error
+		if permanentRestoreFailure(err) == ReasonS3AccessDenied {
+			reason = ReasonS3AccessDenied
+		}
+		return nil, reason, fmt.Sprintf("bucket %s at %s: %v", d.Bucket, d.Endpoint, err), nil
 	}
 	return s3, "", "", nil
 }
@@ -329,6 +428,10 @@ func (r *BackupReconciler) upload(ctx context.Context, b *redisv1alpha1.RedisClu
 		log.FromContext(ctx).Error(uerr, "Failed to record a successful backup", "backup", b.Name)
 		return
 	}
+	countBackupEnded(b, "succeeded")
+	b.Status.Phase, b.Status.CompletedAt, b.Status.Shards = redisv1alpha1.BackupSucceeded, &now, shards
+	b.Status.CutStartedAt = &metav1.MicroTime{Time: cut.PauseBegan}
+	observeBackupSucceeded(b)
 	r.Recorder.Eventf(b, corev1.EventTypeNormal, ReasonBackupSucceeded, "%d keys, %d bytes in %d objects", keys.Load(), bytes.Load(), len(snaps))
 }
 
@@ -345,18 +448,34 @@ func (r *BackupReconciler) wait(ctx context.Context, b *redisv1alpha1.RedisClust
 		r.Recorder.Eventf(b, corev1.EventTypeWarning, ReasonBackupWaiting, "%s: %s", reason, msg)
 	}
 	return r.updateStatus(ctx, b, func(st *redisv1alpha1.RedisClusterBackupStatus) {
-		st.Phase, st.Reason, st.Message = redisv1alpha1.BackupPending, reason, msg
+		if !terminal(st.Phase) {
+			st.Phase, st.Reason, st.Message = redisv1alpha1.BackupPending, reason, msg
+		}
 	})
 }
 
 func (r *BackupReconciler) fail(ctx context.Context, b *redisv1alpha1.RedisClusterBackup, reason, msg string) {
 	now := metav1.Now()
+	failed := false
 	if err := r.updateStatus(ctx, b, func(st *redisv1alpha1.RedisClusterBackupStatus) {
-		st.Phase, st.Reason, st.Message, st.CompletedAt = redisv1alpha1.BackupFailed, reason, msg, &now
+		// A backup the API server says is over keeps its end: only a stale copy of it
+		// could be judged again.
+		if failed = !terminal(st.Phase); failed {
+			st.Phase, st.Reason, st.Message, st.CompletedAt = redisv1alpha1.BackupFailed, reason, msg, &now
+		}
 	}); err != nil {
 		log.FromContext(ctx).Error(err, "Failed to record a failed backup", "backup", b.Name)
+		return
 	}
-	r.Recorder.Eventf(b, corev1.EventTypeWarning, ReasonBackupFailed, "%s: %s", reason, msg)
+	if failed {
+		countBackupEnded(b, "failed")
+		r.Recorder.Eventf(b, corev1.EventTypeWarning, ReasonBackupFailed, "%s: %s", reason, msg)
+	}
+}
+
+// terminal says whether a backup is over: Succeeded or Failed.
+func terminal(p redisv1alpha1.BackupPhase) bool {
+	return p == redisv1alpha1.BackupSucceeded || p == redisv1alpha1.BackupFailed
 }
 
 // updateStatus applies change to the backup's latest status and writes it.
@@ -366,7 +485,11 @@ func (r *BackupReconciler) updateStatus(ctx context.Context, b *redisv1alpha1.Re
 		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(b), cur); err != nil {
 			return err
 		}
+		before := cur.Status.DeepCopy()
 		change(&cur.Status)
+		if reflect.DeepEqual(before, &cur.Status) {
+			return nil
+		}
 		return r.Client.Status().Update(ctx, cur)
 	})
 }

@@ -146,6 +146,11 @@ func cannotProceed(s *scope) error {
 		return s.specErr
 	}
 	switch s.cluster.Status.Phase {
+	case fsm.Creating:
+		if st := s.cluster.Status.Restore; st != nil && st.FailedAt != nil {
+			return fmt.Errorf("spec.restoreFrom: restoring backup %s failed for good: %s: %s; delete this RedisCluster and create it again once the cause is fixed",
+				st.Backup, st.Reason, st.Message)
+		}
 	case fsm.Scaling:
 		if _, err := scaleRequest(s.cluster, s.desiredReplicas()); err != nil {
 			return err

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -61,6 +62,20 @@ var (
 		Name: "redis_operator_reconcile_errors_total",
 		Help: "Reconciles that ended in an error, by the step that failed (finalizer, observe, decide, act, status).",
 	}, append(clusterLabels, "reason"))
+	backupLastSuccess = clusterGauge("redis_operator_backup_last_success_timestamp_seconds",
+		"When the newest Succeeded RedisClusterBackup of the cluster completed (Unix seconds); rebuilt from the backups' status at start.")
+	backupLastDuration = clusterGauge("redis_operator_backup_last_duration_seconds",
+		"How long the newest Succeeded backup of the cluster took, from its cut to its manifest.")
+	backupLastSize = clusterGauge("redis_operator_backup_last_size_bytes",
+		"Bytes of the newest Succeeded backup of the cluster (its shards' objects).")
+	backupsEnded = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "redis_operator_backups_total",
+		Help: "Backups of the cluster that ended in this operator process, by result (succeeded, failed).",
+	}, append(clusterLabels, "result"))
+	backupScheduleInterval = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "redis_operator_backup_schedule_interval_seconds",
+		Help: "spec.every of each RedisClusterBackupSchedule of the cluster, by schedule: the alert RedisClusterBackupsNotSucceeding compares the last success with it.",
+	}, append(clusterLabels, "schedule"))
 )
 
 func clusterGauge(name, help string) *prometheus.GaugeVec {
@@ -76,7 +91,8 @@ var clusterGauges = []*prometheus.GaugeVec{clusterMasters, clusterReplicasReady,
 
 // Collectors are every metric the operator registers besides controller-runtime's.
 func Collectors() []prometheus.Collector {
-	out := []prometheus.Collector{clusterPhase, clusterReplicasDesired, migrationSlots, migrationKeys, migrationRate, failovers, healActions, refusals, reconcileErrors}
+	out := []prometheus.Collector{clusterPhase, clusterReplicasDesired, migrationSlots, migrationKeys, migrationRate, failovers, healActions, refusals, reconcileErrors,
+		backupLastSuccess, backupLastDuration, backupLastSize, backupsEnded, backupScheduleInterval}
 	for _, g := range clusterGauges {
 		out = append(out, g)
 	}
@@ -175,4 +191,38 @@ func countRefusal(rc *redisv1alpha1.RedisCluster, reason string) {
 // countReconcileError counts a reconcile that failed at step.
 func countReconcileError(rc *redisv1alpha1.RedisCluster, step string) {
 	reconcileErrors.WithLabelValues(rc.Namespace, rc.Name, step).Inc()
+}
+
+// lastBackups is, per cluster, the completion time of the newest Succeeded backup the
+// backup gauges show.
+var lastBackups sync.Map // client.ObjectKey -> time.Time
+
+// observeBackupSucceeded sets the cluster's backup gauges from a Succeeded backup when it
+// is the newest seen: at its end, and for every Succeeded backup the operator finds at
+// start, so a restart does not lose the last success.
+func observeBackupSucceeded(b *redisv1alpha1.RedisClusterBackup) {
+	st := b.Status
+	if st.Phase != redisv1alpha1.BackupSucceeded || st.CompletedAt == nil {
+		return
+	}
+	key := client.ObjectKey{Namespace: b.Namespace, Name: b.Spec.ClusterName}
+	done := st.CompletedAt.Time
+	if prev, ok := lastBackups.Load(key); ok && !prev.(time.Time).Before(done) {
+		return
+	}
+	lastBackups.Store(key, done)
+	var size int64
+	for _, sh := range st.Shards {
+		size += sh.Size
+	}
+	backupLastSuccess.WithLabelValues(key.Namespace, key.Name).Set(float64(done.Unix()))
+	backupLastSize.WithLabelValues(key.Namespace, key.Name).Set(float64(size))
+	if st.CutStartedAt != nil {
+		backupLastDuration.WithLabelValues(key.Namespace, key.Name).Set(done.Sub(st.CutStartedAt.Time).Seconds())
+	}
+}
+
+// countBackupEnded counts a backup that ended in this process.
+func countBackupEnded(b *redisv1alpha1.RedisClusterBackup, result string) {
+	backupsEnded.WithLabelValues(b.Namespace, b.Spec.ClusterName, result).Inc()
 }

@@ -2,8 +2,10 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -40,7 +42,37 @@ const (
 	// ReasonClusterNotEmpty: a node of the new cluster holds keys and spec.restoreFrom.replace
 	// is false.
 	ReasonClusterNotEmpty = "ClusterNotEmpty"
+	// ReasonRestoreFailedPermanently (event): the restore failed for a cause no retry cures;
+	// status.restore.reason names it and failedAt is set. It is not tried again.
+	ReasonRestoreFailedPermanently = "RestoreFailedPermanently"
+	// The causes no retry cures (status.restore.reason):
+	// ReasonS3AccessDenied: the store refuses the backup's credentials (401, 403).
+	ReasonS3AccessDenied = "S3AccessDenied"
+	// ReasonBackupObjectMissing: a shard's object is not in the store (404).
+	ReasonBackupObjectMissing = "BackupObjectMissing"
+	// ReasonChecksumMismatch: an object does not have the SHA-256 the backup recorded.
+	ReasonChecksumMismatch = "ChecksumMismatch"
+	// ReasonIncompatibleBackup: an object is no RDB file the operator reads (a newer
+	// format, module data, corrupt), or a master refuses a key's payload.
+	ReasonIncompatibleBackup = "IncompatibleBackup"
 )
+
+// permanentRestoreFailure is the reason of a restore error no retry cures, or "" for one
+// worth retrying (the network, the store's 5xx, a master restarting).
+func permanentRestoreFailure(err error) string {
+	var e *backup.S3Error
+	switch {
+	case errors.Is(err, backup.ErrChecksum):
+		return ReasonChecksumMismatch
+	case errors.Is(err, backup.ErrIncompatible):
+		return ReasonIncompatibleBackup
+	case errors.As(err, &e) && (e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden):
+		return ReasonS3AccessDenied
+	case errors.As(err, &e) && e.Status == http.StatusNotFound:
+		return ReasonBackupObjectMissing
+	}
+	return ""
+}
 
 // restoreRun is one attempt of a restore, running in a goroutine of its own.
 type restoreRun struct {
@@ -53,7 +85,17 @@ type restoreRun struct {
 	finished time.Time
 	// reported: the end was said in an event (the reconcile's own field).
 	reported bool
+	// shown is when the progress below was last put in the status, and shownKeys,
+	// shownBytes, shownExpired what it said (the reconcile's own fields): the counters
+	// change with every key, and a status written at each reconcile would trigger the next
+	// one at once through its own watch event, a loop of writes, Secret reads and Redis
+	// observes for as long as the restore runs.
+	shown                               time.Time
+	shownKeys, shownBytes, shownExpired int64
 }
+
+// restoreProgressEvery is how often a running restore's progress is written to the status.
+const restoreProgressEvery = 5 * time.Second
 
 // restoreState is what the operator keeps about one cluster's restore
 // (Reconciler.restores). Only the cluster's reconciles touch it (controller-runtime
@@ -125,6 +167,11 @@ func (r *Reconciler) reconcileRestore(ctx context.Context, s *scope) (ctrl.Resul
 		st = prev.DeepCopy()
 	}
 	s.restore = st
+	if st.FailedAt != nil {
+		// Failed for good: nothing is tried again (the cluster turns Failed, cannotProceed).
+		s.reason = fmt.Sprintf("Restoring backup %s failed for good: %s", from.Backup, st.Reason)
+		return ctrl.Result{}, nil
+	}
 
 	state := &restoreState{uid: rc.UID, backup: from.Backup}
 	if v, ok := r.restores.Load(key); ok {
@@ -140,7 +187,11 @@ func (r *Reconciler) reconcileRestore(ctx context.Context, s *scope) (ctrl.Resul
 		select {
 		case <-run.done:
 		default:
-			st.Keys, st.Bytes, st.Expired = run.progress.Keys.Load(), run.progress.Bytes.Load(), run.progress.Expired.Load()
+			if run.shown.IsZero() || s.now.Sub(run.shown) >= restoreProgressEvery {
+				run.shown = s.now
+				run.shownKeys, run.shownBytes, run.shownExpired = run.progress.Keys.Load(), run.progress.Bytes.Load(), run.progress.Expired.Load()
+			}
+			st.Keys, st.Bytes, st.Expired = run.shownKeys, run.shownBytes, run.shownExpired
 			s.reason = fmt.Sprintf("Restoring backup %s: %d keys, %.1f MiB so far", from.Backup, st.Keys, float64(st.Bytes)/(1<<20))
 			return ctrl.Result{RequeueAfter: time.Second}, nil
 		}
@@ -159,6 +210,11 @@ func (r *Reconciler) reconcileRestore(ctx context.Context, s *scope) (ctrl.Resul
 			// Kept until the status says completed: a reconcile from a cached CR older than
 			// that write finds the run here and does not start another.
 			return ctrl.Result{Requeue: true}, nil
+		}
+		if reason := permanentRestoreFailure(run.err); reason != "" {
+			r.failRestore(s, st, reason, fmt.Sprintf("after %d keys (attempt %d): %v", st.Keys, st.Attempts, run.err), run.finished)
+			state.run = nil
+			return ctrl.Result{}, nil
 		}
 		st.Reason, st.Message = ReasonRestoreFailed, run.err.Error()
 		if !run.reported {
@@ -187,6 +243,10 @@ func (r *Reconciler) reconcileRestore(ctx context.Context, s *scope) (ctrl.Resul
 	}
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if reason == ReasonS3AccessDenied {
+		r.failRestore(s, st, reason, msg, s.now)
+		return ctrl.Result{}, nil
 	}
 	if reason != "" {
 		state.waits++
@@ -224,6 +284,16 @@ func (r *Reconciler) reconcileRestore(ctx context.Context, s *scope) (ctrl.Resul
 	go runRestore(runCtx, run, target, s3, b.Spec.S3.Bucket, b.Status.Shards)
 	s.reason = fmt.Sprintf("Restoring backup %s: started", from.Backup)
 	return ctrl.Result{RequeueAfter: time.Second}, nil
+}
+
+// failRestore records a restore failed for a cause no retry cures, with a Warning.
+func (r *Reconciler) failRestore(s *scope, st *redisv1alpha1.RestoreStatus, reason, msg string, at time.Time) {
+	failed := metav1.NewTime(at)
+	st.Reason, st.Message, st.FailedAt = reason, msg, &failed
+	from := s.cluster.Spec.RestoreFrom.Backup
+	s.reason = fmt.Sprintf("Restoring backup %s failed for good: %s", from, reason)
+	r.Recorder.Eventf(s.cluster, corev1.EventTypeWarning, ReasonRestoreFailedPermanently,
+		"Restoring backup %s failed for good: %s: %s; not tried again: fix the cause, delete this RedisCluster and create it again", from, reason, msg)
 }
 
 // runRestore writes every key of the shards' objects into the target.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -235,4 +236,162 @@ func TestRestoreFromBeforeRunning(t *testing.T) {
 		c.Close()
 	}
 	g.Expect(total).To(BeEquivalentTo(keys + 1))
+}
+
+// formedToRestore creates a 6-pod cluster "demo" in ns restoring the backup "nightly",
+// backed by real redis-servers, and reconciles it until its status.restore satisfies done
+// (at most 8 s).
+func formedToRestore(t *testing.T, h *harness, ns string, done func(*redisv1alpha1.RestoreStatus) bool) (*redisv1alpha1.RedisCluster, *redisv1alpha1.RedisCluster) {
+	t.Helper()
+	rc := newCluster(ns, 6)
+	rc.Spec.RestoreFrom = &redisv1alpha1.RestoreSource{Backup: "nightly"}
+	if err := apiClient.Create(context.Background(), rc); err != nil {
+		t.Fatal(err)
+	}
+	startPods(t, rc, redistest.Start(t, 6, redistest.Config{}))
+	var got *redisv1alpha1.RedisCluster
+	for i := 0; i < 80; i++ {
+		h.reconcile(rc)
+		if got = get(t, rc); got.Status.Restore != nil && done(got.Status.Restore) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return rc, got
+}
+
+// TestRunningRestoreWritesItsProgressEvery5s: while a restore runs, its counters change
+// with every key; a status written at each reconcile would queue the next reconcile at
+// once (its own watch event), a loop for as long as the restore runs. The progress is
+// written at most every 5 s, and the end at once.
+func TestRunningRestoreWritesItsProgressEvery5s(t *testing.T) {
+	g := NewWithT(t)
+	h := newHarness(t)
+	ns := newNamespace(t)
+	rc, got := formedToRestore(t, h, ns, func(st *redisv1alpha1.RestoreStatus) bool { return st.Reason == ReasonBackupNotFound })
+	g.Expect(got.Status.Restore).NotTo(BeNil(), got.Status.Reason)
+
+	// A restore under way (its goroutine stood in for: the test moves its counters).
+	key := client.ObjectKeyFromObject(rc)
+	run := &restoreRun{cancel: func() {}, started: time.Now(), done: make(chan struct{})}
+	h.r.restores.Store(key, &restoreState{uid: got.UID, backup: "nightly", run: run})
+	now := time.Now()
+	h.r.now = func() time.Time { return now }
+	statusWrites := func() (n int) {
+		for _, w := range h.writes() {
+			if strings.HasPrefix(w, "patch/status") {
+				n++
+			}
+		}
+		return n
+	}
+	run.progress.Keys.Store(100)
+	h.reconcile(rc)
+	g.Expect(get(t, rc).Status.Restore.Keys).To(BeEquivalentTo(100))
+	statusWrites()
+	for i := 0; i < 12; i++ {
+		run.progress.Keys.Add(1000)
+		now = now.Add(400 * time.Millisecond)
+		res := h.reconcile(rc)
+		g.Expect(res.RequeueAfter).To(Equal(time.Second))
+		g.Expect(statusWrites()).To(BeZero(), "reconcile %d, %v after the last progress written, wrote the status", i, time.Duration(i+1)*400*time.Millisecond)
+	}
+	now = now.Add(400 * time.Millisecond) // 5.2 s after the last write
+	h.reconcile(rc)
+	g.Expect(statusWrites()).To(Equal(1))
+	g.Expect(get(t, rc).Status.Restore.Keys).To(BeEquivalentTo(12100))
+
+	// The end is written at once.
+	run.progress.Keys.Add(5)
+	run.finished = now
+	close(run.done)
+	now = now.Add(100 * time.Millisecond)
+	h.reconcile(rc)
+	st := get(t, rc).Status.Restore
+	g.Expect(st.CompletedAt).NotTo(BeNil())
+	g.Expect(st.Keys).To(BeEquivalentTo(12105))
+}
+
+// TestRestoreFailsForGoodOnADeterministicCause: a restore whose backup object does not
+// have the checksum the backup recorded, or whose store refuses the credentials, fails
+// for good: status.restore.failedAt and the cause as reason, one Warning, no further
+// attempt, and the cluster turns Failed (without its client Service) instead of being
+// retried every 2 minutes forever.
+func TestRestoreFailsForGoodOnADeterministicCause(t *testing.T) {
+	ctx := context.Background()
+	s3srv := redistest.StartS3(t, "127.0.0.1")
+	s3 := &backup.S3{Endpoint: s3srv.Endpoint, AccessKey: s3srv.AccessKey, SecretKey: s3srv.SecretKey}
+	if err := s3.CreateBucket(ctx, "backups"); err != nil {
+		t.Fatal(err)
+	}
+	rdbFile := shardOf(t, 100)
+	up, err := s3.Put(ctx, "backups", "t/nightly/shard-0.rdb", bytes.NewReader(rdbFile), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, secretKey, sha256, reason string
+		attempts                        int32
+	}{
+		{"checksum", s3srv.SecretKey, strings.Repeat("0", 64), ReasonChecksumMismatch, 1},
+		{"credentials", "wrong", up.SHA256, ReasonS3AccessDenied, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := NewWithT(t)
+			h := newHarness(t)
+			ns := newNamespace(t)
+			g.Expect(apiClient.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s3-creds"},
+				StringData: map[string]string{"accessKeyID": s3srv.AccessKey, "secretAccessKey": c.secretKey}})).To(Succeed())
+			b := &redisv1alpha1.RedisClusterBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nightly"},
+				Spec: redisv1alpha1.RedisClusterBackupSpec{ClusterName: "source", S3: redisv1alpha1.S3Destination{
+					Endpoint: s3srv.Endpoint, Bucket: "backups", Prefix: "t", CredentialsSecret: redisv1alpha1.LocalName{Name: "s3-creds"}}}}
+			g.Expect(apiClient.Create(ctx, b)).To(Succeed())
+			b.Status = redisv1alpha1.RedisClusterBackupStatus{Phase: redisv1alpha1.BackupSucceeded,
+				Shards: []redisv1alpha1.BackupShard{{NodeID: "n0", Slots: "0-16383", Object: "t/nightly/shard-0.rdb", Size: up.Size, SHA256: c.sha256, Keys: 101}}}
+			g.Expect(apiClient.Status().Update(ctx, b)).To(Succeed())
+
+			rc, got := formedToRestore(t, h, ns, func(st *redisv1alpha1.RestoreStatus) bool { return st.FailedAt != nil })
+			st := got.Status.Restore
+			g.Expect(st).NotTo(BeNil(), got.Status.Reason)
+			g.Expect(st.FailedAt).NotTo(BeNil(), "not failed for good: %+v", st)
+			g.Expect(st.Reason).To(Equal(c.reason), st.Message)
+			g.Expect(st.Attempts).To(Equal(c.attempts))
+			events := strings.Join(h.events(), "\n")
+			g.Expect(events).To(ContainSubstring("Warning RestoreFailedPermanently Restoring backup nightly failed for good: " + c.reason))
+			g.Expect(events).NotTo(ContainSubstring("RestoreFailed "))
+
+			// Never tried again; the cluster turns Failed and gets no client Service.
+			for i := 0; i < 5; i++ {
+				h.reconcile(rc)
+			}
+			got = get(t, rc)
+			g.Expect(got.Status.Restore.Attempts).To(Equal(c.attempts))
+			g.Expect(got.Status.Phase).To(Equal(redisv1alpha1.PhaseFailed), got.Status.Reason)
+			g.Expect(got.Status.Reason).To(ContainSubstring("failed for good: " + c.reason))
+			g.Expect(strings.Join(h.events(), "\n")).NotTo(ContainSubstring("RestoreStarted"))
+			err := apiClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo-client"}, &corev1.Service{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "client Service of a cluster whose restore failed: %v", err)
+		})
+	}
+}
+
+// TestPermanentRestoreFailure tells the failures no retry cures from the others.
+func TestPermanentRestoreFailure(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("reading t/x/shard-0.rdb: %w", &backup.S3Error{Status: 403, Code: "AccessDenied"}), ReasonS3AccessDenied},
+		{&backup.S3Error{Status: 401}, ReasonS3AccessDenied},
+		{fmt.Errorf("reading t/x/shard-1.rdb: %w", &backup.S3Error{Status: 404, Code: "NoSuchKey"}), ReasonBackupObjectMissing},
+		{fmt.Errorf("RDB cut short: %w", fmt.Errorf("%w: object checksum 1, the backup recorded 2", backup.ErrChecksum)), ReasonChecksumMismatch},
+		{fmt.Errorf("%w: RDB version 12 is newer than this reader knows (11)", backup.ErrIncompatible), ReasonIncompatibleBackup},
+		{&backup.S3Error{Status: 503, Code: "SlowDown"}, ""},
+		{fmt.Errorf("RESTORE on 10.0.0.1:6379: %w", errors.New("dial tcp: connection refused")), ""},
+		{fmt.Errorf("RESTORE \"k\" on 10.0.0.1:6379: %w", errors.New("OOM command not allowed when used memory > 'maxmemory'")), ""},
+	} {
+		if got := permanentRestoreFailure(c.err); got != c.want {
+			t.Errorf("%v: %q, want %q", c.err, got, c.want)
+		}
+	}
 }

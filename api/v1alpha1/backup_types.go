@@ -32,10 +32,22 @@ const (
 	S3SecretAccessKeyKey = "secretAccessKey"
 )
 
+// Deletion policies of a backup's objects (spec.deletionPolicy).
+const (
+	// DeletionRetain: deleting the RedisClusterBackup leaves its objects in the store.
+	DeletionRetain = "Retain"
+	// DeletionDelete: deleting the RedisClusterBackup deletes its objects first (finalizer).
+	DeletionDelete = "Delete"
+)
+
+// BackupObjectsFinalizer holds a RedisClusterBackup with deletionPolicy Delete until its
+// objects are deleted from the store.
+const BackupObjectsFinalizer = "redis.middleware.hc.cn/backup-objects"
+
 // RedisClusterBackupSpec names the cluster to back up and where to. Both are fixed once
 // created: a backup is one cut of one cluster.
 //
-// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable: a backup is one cut of one cluster to one place; create another RedisClusterBackup",reason="FieldValueForbidden"
+// +kubebuilder:validation:XValidation:rule="self.clusterName == oldSelf.clusterName && self.s3 == oldSelf.s3",message="spec.clusterName and spec.s3 are immutable: a backup is one cut of one cluster to one place; create another RedisClusterBackup",reason="FieldValueForbidden"
 type RedisClusterBackupSpec struct {
 	// clusterName is the RedisCluster of this namespace to back up. It must be Running.
 	// +kubebuilder:validation:MinLength=1
@@ -48,6 +60,15 @@ type RedisClusterBackupSpec struct {
 	// (a backup without its manifest is not a backup).
 	// +required
 	S3 S3Destination `json:"s3"`
+
+	// deletionPolicy says what deleting this RedisClusterBackup does to its objects:
+	// Retain (the default) leaves them in the store; Delete deletes them first (the
+	// operator holds the resource with a finalizer until the store confirms). It may be
+	// changed at any time.
+	// +kubebuilder:validation:Enum=Retain;Delete
+	// +kubebuilder:default=Retain
+	// +optional
+	DeletionPolicy string `json:"deletionPolicy,omitempty"`
 }
 
 // S3Destination is a bucket of an S3-compatible object store.
@@ -178,6 +199,7 @@ type BackupShard struct {
 // +kubebuilder:printcolumn:name="Keys",type=integer,JSONPath=".status.progress.keys"
 // +kubebuilder:printcolumn:name="Pause",type=string,JSONPath=".status.writePause",description="How long writes were paused for the cut"
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=".status.reason"
+// +kubebuilder:printcolumn:name="Deletion",type=string,JSONPath=".spec.deletionPolicy",priority=1,description="What deleting the resource does to its objects"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=".metadata.creationTimestamp"
 type RedisClusterBackup struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -120,8 +120,10 @@ type RestoreStatus struct {
 	// backup is the RedisClusterBackup restored.
 	Backup string `json:"backup"`
 	// reason is a CamelCase word for where the restore is (RestoreStarted,
-	// RestoreSucceeded) or why it waits or failed (BackupNotFound, BackupNotSucceeded,
-	// SecretMissing, S3Error, ClusterNotEmpty, RestoreFailed); message the details.
+	// RestoreSucceeded), why it waits or an attempt failed and is retried (BackupNotFound,
+	// BackupNotSucceeded, SecretMissing, S3Error, ClusterNotEmpty, RestoreFailed), or why
+	// it failed for good (S3AccessDenied, BackupObjectMissing, ChecksumMismatch,
+	// IncompatibleBackup: failedAt is set); message the details.
 	// +optional
 	Reason string `json:"reason,omitempty"`
 	// +optional
@@ -146,6 +148,11 @@ type RestoreStatus struct {
 	// completedAt is when every key was in.
 	// +optional
 	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+	// failedAt is when the restore failed for a cause no retry cures (reason says which):
+	// it is not tried again, and the cluster turns Failed. Fix the cause, delete the
+	// RedisCluster and create it again.
+	// +optional
+	FailedAt *metav1.Time `json:"failedAt,omitempty"`
 }
 
 // TLSStatus is the certificate of spec.tls.secretName every instance was last seen

@@ -3,6 +3,9 @@ package backup
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -106,6 +109,100 @@ type write struct {
 	sent, acked time.Time
 }
 
+// snapshots takes a cut of the masters at addrs and reads every snapshot whole.
+func snapshots(t *testing.T, ctx context.Context, d Dialer, addrs []string) (*Cut, [][]byte) {
+	t.Helper()
+	cut, snaps, err := Take(ctx, d, addrs, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdbs := make([][]byte, len(snaps))
+	for i, s := range snaps {
+		if err := s.Open(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if _, err := io.Copy(&buf, s); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		if int64(buf.Len()) != s.Size {
+			t.Fatalf("snapshot of %s: %d bytes, announced %d", s.Shard.Addr, buf.Len(), s.Size)
+		}
+		rdbs[i] = buf.Bytes()
+	}
+	return cut, rdbs
+}
+
+// failingReader gives its bytes, then err: a connection cut mid-object.
+type failingReader struct {
+	b   []byte
+	err error
+}
+
+func (f *failingReader) Read(p []byte) (int, error) {
+	if len(f.b) == 0 {
+		return 0, f.err
+	}
+	n := copy(p, f.b)
+	f.b = f.b[n:]
+	return n, nil
+}
+
+// TestRestoreTellsIncompatibleFromTransient: an object whose checksum differs from the
+// one recorded (even past the RDB's own end), or that is no RDB this reader knows, fails
+// with ErrChecksum or ErrIncompatible, which no retry cures; a source cut mid-way fails
+// with neither, and is retried.
+func TestRestoreTellsIncompatibleFromTransient(t *testing.T) {
+	ctx := context.Background()
+	src, d := servers(t, 3)
+	cc := clusterClient(t, src)
+	defer cc.Close()
+	load(t, ctx, cc, 300)
+	_, rdbs := snapshots(t, ctx, d, redistest.Addrs(src))
+	target := RestoreTarget{Addrs: redistest.Addrs(src), Dialer: d, Replace: true}
+	restore := func(source func(i int, b []byte) io.ReadCloser) error {
+		var sources []func() (io.ReadCloser, error)
+		for i, b := range rdbs {
+			sources = append(sources, func() (io.ReadCloser, error) { return source(i, b), nil })
+		}
+		return Restore(ctx, target, sources, &Progress{})
+	}
+	sum := func(b []byte) string { h := sha256.Sum256(b); return hex.EncodeToString(h[:]) }
+
+	if err := restore(func(_ int, b []byte) io.ReadCloser { return VerifyingReader(io.NopCloser(bytes.NewReader(b)), sum(b)) }); err != nil {
+		t.Fatalf("the backup as taken: %v", err)
+	}
+	err := restore(func(i int, b []byte) io.ReadCloser {
+		if i == 1 {
+			// A byte added past the RDB's own checksum: only the object's checksum sees it.
+			return VerifyingReader(io.NopCloser(bytes.NewReader(append(bytes.Clone(b), 0))), sum(b))
+		}
+		return VerifyingReader(io.NopCloser(bytes.NewReader(b)), sum(b))
+	})
+	if !errors.Is(err, ErrChecksum) || errors.Is(err, ErrIncompatible) {
+		t.Fatalf("a changed object: %v", err)
+	}
+	err = restore(func(i int, b []byte) io.ReadCloser {
+		if i == 0 {
+			return io.NopCloser(strings.NewReader("REDIS0099 a format from the future"))
+		}
+		return io.NopCloser(bytes.NewReader(b))
+	})
+	if !errors.Is(err, ErrIncompatible) {
+		t.Fatalf("an RDB of an unknown version: %v", err)
+	}
+	err = restore(func(i int, b []byte) io.ReadCloser {
+		if i == 2 {
+			return io.NopCloser(&failingReader{b: b[:len(b)/2], err: errors.New("connection reset by peer")})
+		}
+		return io.NopCloser(bytes.NewReader(b))
+	})
+	if err == nil || errors.Is(err, ErrIncompatible) || errors.Is(err, ErrChecksum) {
+		t.Fatalf("a source cut mid-way: %v", err)
+	}
+}
+
 // TestCutIsConsistentAndRestoresIntoAnotherShape loads keys of every type with and
 // without TTLs into 3 masters, cuts while a writer writes, and restores into 4 masters:
 // every loaded key is there with its value (DUMP) and expiry, every write acknowledged
@@ -146,26 +243,8 @@ func TestCutIsConsistentAndRestoresIntoAnotherShape(t *testing.T) {
 		}()
 	}
 	time.Sleep(300 * time.Millisecond)
-	cut, snaps, err := Take(ctx, d, redistest.Addrs(src), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cut, rdbs := snapshots(t, ctx, d, redistest.Addrs(src))
 	t.Logf("cut: writes paused %v; offsets %v", cut.Paused, offsets(cut))
-	rdbs := make([][]byte, len(snaps))
-	for i, s := range snaps {
-		if err := s.Open(10 * time.Second); err != nil {
-			t.Fatal(err)
-		}
-		var buf bytes.Buffer
-		if _, err := io.Copy(&buf, s); err != nil {
-			t.Fatal(err)
-		}
-		s.Close()
-		if int64(buf.Len()) != s.Size {
-			t.Fatalf("snapshot of %s: %d bytes, announced %d", s.Shard.Addr, buf.Len(), s.Size)
-		}
-		rdbs[i] = buf.Bytes()
-	}
 	time.Sleep(200 * time.Millisecond) // writes after the cut
 	close(stop)
 	wg.Wait()

@@ -40,6 +40,33 @@ type RestoreTarget struct {
 // ErrNotEmpty is returned when the target holds keys and Replace is not set.
 var ErrNotEmpty = errors.New("the target cluster already holds keys")
 
+// ErrIncompatible wraps the errors no retry can cure: the object does not read as an RDB
+// file this reader knows (a newer format, module data, corrupt content), or a master
+// refuses a key's payload (a server older than the backup's). An error reading the
+// source (the store, the network) is not one of them.
+var ErrIncompatible = errors.New("the backup cannot be restored into this cluster")
+
+// sourceReader remembers the error its source gave, so a parse that fails on it is told
+// from one that fails on the content.
+type sourceReader struct {
+	r   io.Reader
+	err error
+}
+
+func (s *sourceReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && err != io.EOF {
+		s.err = err
+	}
+	return n, err
+}
+
+// refusedPayload says whether a master's answer to RESTORE refuses the payload itself.
+func refusedPayload(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "DUMP payload version or checksum are wrong") || strings.Contains(msg, "Bad data format")
+}
+
 // Restore writes every key of the RDB files sources returns (each read whole, in
 // parallel) to the master of the target that owns its slot, with RESTORE … ABSTTL: the
 // value as the backup encoded it and the expiry as an absolute time. Keys whose expiry
@@ -115,6 +142,9 @@ func restoreOne(ctx context.Context, t RestoreTarget, r io.Reader, owners []stri
 		if err != nil {
 			for i, c := range cmds {
 				if c.Err() != nil {
+					if refusedPayload(c.Err()) {
+						return fmt.Errorf("%w: RESTORE %q on %s: %w", ErrIncompatible, b.args[i][1], addr, c.Err())
+					}
 					return fmt.Errorf("RESTORE %q on %s: %w", b.args[i][1], addr, c.Err())
 				}
 			}
@@ -125,9 +155,12 @@ func restoreOne(ctx context.Context, t RestoreTarget, r io.Reader, owners []stri
 		b.keys, b.bytes, b.args = 0, 0, b.args[:0]
 		return nil
 	}
-	_, err := rdb.Scan(r, func(e *rdb.Entry) error {
+	src := &sourceReader{r: r}
+	var stopped error // the callback's own error, if it stopped the scan
+	_, err := rdb.Scan(src, func(e *rdb.Entry) (err error) {
+		defer func() { stopped = err }()
 		if e.DB != 0 {
-			return fmt.Errorf("key %q is in database %d; a cluster has only database 0", e.Key, e.DB)
+			return fmt.Errorf("%w: key %q is in database %d; a cluster has only database 0", ErrIncompatible, e.Key, e.DB)
 		}
 		now := time.Now().UnixMilli()
 		if e.ExpireAtMs != 0 && e.ExpireAtMs <= now {
@@ -153,8 +186,17 @@ func restoreOne(ctx context.Context, t RestoreTarget, r io.Reader, owners []stri
 		}
 		return nil
 	})
-	if err != nil {
+	if err == nil {
+		// The RDB ends at its own checksum; read the object to its end so a source that
+		// checks the whole object (VerifyingReader) does.
+		_, err = io.Copy(io.Discard, src)
+	}
+	switch {
+	case err == nil:
+	case stopped != nil || src.err != nil:
 		return err
+	default:
+		return fmt.Errorf("%w: %w", ErrIncompatible, err)
 	}
 	for addr := range batches {
 		if err := flush(addr); err != nil {

@@ -192,6 +192,42 @@ func (s *S3) HeadBucket(ctx context.Context, bucket string) error {
 	return nil
 }
 
+// List returns the names of the bucket's objects that begin with prefix, in the store's
+// order (by name), every page of them (ListObjectsV2).
+func (s *S3) List(ctx context.Context, bucket, prefix string) ([]string, error) {
+	var names []string
+	token := ""
+	for {
+		q := url.Values{"list-type": {"2"}, "prefix": {prefix}}
+		if token != "" {
+			q.Set("continuation-token", token)
+		}
+		resp, err := s.do(ctx, http.MethodGet, bucket, "", q, nil)
+		if err != nil {
+			return nil, err
+		}
+		var page struct {
+			Contents []struct {
+				Key string `xml:"Key"`
+			} `xml:"Contents"`
+			IsTruncated           bool   `xml:"IsTruncated"`
+			NextContinuationToken string `xml:"NextContinuationToken"`
+		}
+		err = xml.NewDecoder(resp.Body).Decode(&page)
+		resp.Body.Close()
+		if err != nil {
+			return nil, fmt.Errorf("S3 list of %s/%s: %w", bucket, prefix, err)
+		}
+		for _, c := range page.Contents {
+			names = append(names, c.Key)
+		}
+		if !page.IsTruncated || page.NextContinuationToken == "" {
+			return names, nil
+		}
+		token = page.NextContinuationToken
+	}
+}
+
 // CreateBucket makes a bucket (tests; a backup never creates one).
 func (s *S3) CreateBucket(ctx context.Context, bucket string) error {
 	resp, err := s.do(ctx, http.MethodPut, bucket, "", nil, nil)
@@ -343,6 +379,9 @@ func (s *S3) Delete(ctx context.Context, bucket, key string) error {
 	return nil
 }
 
+// ErrChecksum: an object read whole does not have the checksum its backup recorded.
+var ErrChecksum = errors.New("checksum mismatch")
+
 // VerifyingReader reads r and, at its end, fails unless what was read has the SHA-256
 // want (hex): a restore never takes a changed object for the backup.
 func VerifyingReader(r io.ReadCloser, want string) io.ReadCloser {
@@ -360,7 +399,7 @@ func (v *verifying) Read(p []byte) (int, error) {
 	v.h.Write(p[:n])
 	if err == io.EOF && v.want != "" {
 		if got := hex.EncodeToString(v.h.Sum(nil)); got != v.want {
-			return n, fmt.Errorf("object checksum %s, the backup recorded %s", got, v.want)
+			return n, fmt.Errorf("%w: object checksum %s, the backup recorded %s", ErrChecksum, got, v.want)
 		}
 	}
 	return n, err

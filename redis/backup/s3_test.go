@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"io"
+	"slices"
 	"testing"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
@@ -55,6 +56,15 @@ func TestS3AgainstARealServer(t *testing.T) {
 	bad := &S3{Endpoint: srv.Endpoint, AccessKey: srv.AccessKey, SecretKey: "wrong"}
 	if err := bad.HeadBucket(ctx, "backups"); !errors.As(err, &e) || e.Status != 403 {
 		t.Fatalf("wrong secret: %v", err)
+	}
+	if err := s3.PutSmall(ctx, "backups", "prefix/other/manifest.json", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	if names, err := s3.List(ctx, "backups", "prefix/a b/"); err != nil || !slices.Equal(names, []string{"prefix/a b/shard-0.rdb"}) {
+		t.Fatalf("list of prefix/a b/: %q, %v", names, err)
+	}
+	if names, err := s3.List(ctx, "backups", "prefix/"); err != nil || len(names) != 2 {
+		t.Fatalf("list of prefix/: %q, %v", names, err)
 	}
 	if err := s3.Delete(ctx, "backups", "prefix/a b/shard-0.rdb"); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +27,25 @@ import (
 // demo's 64 MB maxmemory and CI's budget hold this many).
 const backupKeys = 100000
 
+// backupStore starts a real S3 server on the devcluster's host address with a bucket
+// "backups", and the Secret s3-creds of ns holding its credentials.
+func backupStore(ctx context.Context, t *testing.T, ns string) (*redistest.S3Server, *backup.S3) {
+	t.Helper()
+	s3srv := redistest.StartS3(t, "198.18.0.1")
+	s3 := &backup.S3{Endpoint: s3srv.Endpoint, AccessKey: s3srv.AccessKey, SecretKey: s3srv.SecretKey}
+	if err := s3.CreateBucket(ctx, "backups"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stack.ApplyYAML(ctx, ns, fmt.Sprintf(`apiVersion: v1
+kind: Secret
+metadata: {name: s3-creds, namespace: %s}
+stringData: {accessKeyID: %s, secretAccessKey: %s}
+`, ns, s3srv.AccessKey, s3srv.SecretKey)); err != nil {
+		t.Fatal(err)
+	}
+	return s3srv, s3
+}
+
 // TestBackupCutAndRestoreIntoOtherShapes loads keys (strings, some with TTLs, a key of
 // every other type and a 200,000-member sorted set) into the 3-master demo while a
 // writer runs, backs it up with a RedisClusterBackup to a real S3 server (versitygw),
@@ -39,18 +59,7 @@ func TestBackupCutAndRestoreIntoOtherShapes(t *testing.T) {
 	ctx := context.Background()
 	const ns = "backup"
 	formDemo(ctx, t, ns, nil)
-	s3srv := redistest.StartS3(t, "198.18.0.1")
-	s3 := &backup.S3{Endpoint: s3srv.Endpoint, AccessKey: s3srv.AccessKey, SecretKey: s3srv.SecretKey}
-	if err := s3.CreateBucket(ctx, "backups"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := stack.ApplyYAML(ctx, ns, fmt.Sprintf(`apiVersion: v1
-kind: Secret
-metadata: {name: s3-creds, namespace: %s}
-stringData: {accessKeyID: %s, secretAccessKey: %s}
-`, ns, s3srv.AccessKey, s3srv.SecretKey)); err != nil {
-		t.Fatal(err)
-	}
+	s3srv, s3 := backupStore(ctx, t, ns)
 
 	r := stack.RouterFor(ns, "demo", "")
 	defer r.Close()
@@ -265,7 +274,14 @@ func restoredByOperator(ctx context.Context, t *testing.T, ns, name string, mast
 		if st != nil && st.StartedAt != nil && !done {
 			sawRestoring = true
 			if _, err := stack.Kubectl("get", "svc", name+"-client", "-n", ns); err == nil {
-				t.Fatalf("%s has its client Service while restoring", name)
+				// The restore may have completed (and the cluster turned Running, and got
+				// its Service) between the two reads: only a Service seen while the
+				// status, read again after it, still says restoring is a violation.
+				again := redisv1alpha1.RedisCluster{}
+				out, err := stack.Kubectl("get", "rec", name, "-n", ns, "-o", "json")
+				if err != nil || json.Unmarshal([]byte(out), &again) != nil || again.Status.Restore == nil || again.Status.Restore.CompletedAt == nil {
+					t.Fatalf("%s has its client Service while restoring: %+v", name, again.Status.Restore)
+				}
 			}
 		}
 		if time.Now().After(deadline) {
@@ -305,4 +321,132 @@ func restoredByOperator(ctx context.Context, t *testing.T, ns, name string, mast
 	}
 	t.Logf("%s (%d masters) restored by the operator: phases %v (observed the restore under way: %v), %d keys, %d bytes, %d expired skipped, attempt %d%s",
 		name, masters, phases, sawRestoring, st.Keys, st.Bytes, st.Expired, st.Attempts, figures)
+}
+
+// TestBackupScheduleKeepsTheLastTwo: a RedisClusterBackupSchedule every 10 s with keep 2
+// on the demo (keys loaded, a writer running) against a real S3 server: once three of its
+// backups succeeded, exactly the last two exist, and the bucket holds exactly their objects
+// (listed); the operator's metrics give the last success, its duration and size. A
+// schedule more often than every 10 s is refused at apply time. Deleting the schedule
+// leaves its backups; deleting them (deletionPolicy Delete) empties the bucket.
+func TestBackupScheduleKeepsTheLastTwo(t *testing.T) {
+	ctx := context.Background()
+	const ns = "backup-schedule"
+	formDemo(ctx, t, ns, nil)
+	s3srv, s3 := backupStore(ctx, t, ns)
+	r := stack.RouterFor(ns, "demo", "")
+	defer r.Close()
+	if err := r.Load(ctx, "sk", 10000); err != nil {
+		t.Fatal(err)
+	}
+	w, err := r.StartWriter(ctx, "wr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	schedule := func(every string) string {
+		return `apiVersion: redis.middleware.hc.cn/v1alpha1
+kind: RedisClusterBackupSchedule
+metadata: {name: often, namespace: ` + ns + `}
+spec:
+  clusterName: demo
+  every: ` + every + `
+  keep: 2
+  s3: {endpoint: "` + s3srv.Endpoint + `", bucket: backups, prefix: sched, credentialsSecret: {name: s3-creds}}
+`
+	}
+	if _, err := stack.ApplyYAML(ctx, ns, schedule("1s")); err == nil || !strings.Contains(err.Error(), "spec.every: at least 10s") {
+		t.Fatalf("a schedule every 1s: %v", err)
+	}
+	began := time.Now()
+	if _, err := stack.ApplyYAML(ctx, ns, schedule("10s")); err != nil {
+		t.Fatal(err)
+	}
+
+	seen := map[string]bool{}
+	var kept []string
+	var objects []string
+	for deadline := time.Now().Add(90 * time.Second); ; {
+		var list redisv1alpha1.RedisClusterBackupList
+		out, err := stack.Kubectl("get", "recb", "-n", ns, "-l", redisv1alpha1.ScheduleLabel+"=often", "-o", "json")
+		if err == nil {
+			_ = json.Unmarshal([]byte(out), &list)
+		}
+		kept, objects = nil, nil
+		busy := false
+		for _, b := range list.Items {
+			seen[b.Name] = true
+			switch b.Status.Phase {
+			case redisv1alpha1.BackupSucceeded:
+				kept = append(kept, b.Name)
+			case redisv1alpha1.BackupFailed:
+				t.Fatalf("backup %s failed: %s: %s", b.Name, b.Status.Reason, b.Status.Message)
+			default:
+				busy = true
+			}
+		}
+		if len(seen) >= 3 && len(kept) == 2 && !busy {
+			if objects, err = s3.List(ctx, "backups", "sched/"+ns+"/"); err != nil {
+				t.Fatal(err)
+			}
+			want := 0
+			for _, name := range kept {
+				for _, o := range objects {
+					if strings.HasPrefix(o, "sched/"+ns+"/"+name+"/") {
+						want++
+					}
+				}
+			}
+			if want == len(objects) && len(objects) == 2*4 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: backups seen %v, Succeeded now %v, objects %q", time.Since(began).Round(time.Second), seen, kept, objects)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	took := time.Since(began)
+	rep := w.Stop()
+	out, _ := stack.Kubectl("get", "recbs,recb", "-n", ns)
+	t.Logf("after %v, %d backups taken: kept %v; the bucket holds exactly their %d objects: %q\n%s\nwriter: %v",
+		took.Round(time.Millisecond), len(seen), kept, len(objects), objects, out, rep)
+	var acked []string
+	for _, rec := range w.Records() {
+		if !rec.Acked.IsZero() {
+			acked = append(acked, rec.Key)
+		}
+	}
+	if missing, err := r.Missing(ctx, acked); err != nil || len(missing) > 0 || rep.Failed > 0 {
+		t.Fatalf("writer %v: %d acknowledged writes lost (%v)", rep, len(missing), err)
+	}
+	var sc redisv1alpha1.RedisClusterBackupSchedule
+	out, err = stack.Kubectl("get", "recbs", "often", "-n", ns, "-o", "json")
+	if err != nil || json.Unmarshal([]byte(out), &sc) != nil {
+		t.Fatalf("schedule: %v", err)
+	}
+	if sc.Status.Kept != 2 || !slices.Contains(kept, sc.Status.LastSuccessfulBackup) || sc.Status.NextScheduleTime == nil {
+		t.Fatalf("schedule status %+v, kept %v", sc.Status, kept)
+	}
+	last := clusterMetric(t, "redis_operator_backup_last_success_timestamp_seconds", ns, "")
+	size := clusterMetric(t, "redis_operator_backup_last_size_bytes", ns, "")
+	took2 := clusterMetric(t, "redis_operator_backup_last_duration_seconds", ns, "")
+	if last < float64(began.Unix()) || size <= 0 || took2 <= 0 || took2 > 30 {
+		t.Fatalf("metrics: last success %v (schedule applied at %d), size %v, duration %v", last, began.Unix(), size, took2)
+	}
+	t.Logf("metrics: last success at %v, %v bytes, %.3f s", time.Unix(int64(last), 0).UTC(), size, took2)
+
+	// The schedule goes, its backups stay; deleting them deletes their objects.
+	if _, err := stack.Kubectl("delete", "recbs", "often", "-n", ns); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := stack.Kubectl("get", "recb", "-n", ns, "-l", redisv1alpha1.ScheduleLabel+"=often", "-o", "name"); err != nil || strings.Count(out, "redisclusterbackup") < 2 {
+		t.Fatalf("backups after the schedule was deleted: %q %v", out, err)
+	}
+	if _, err := stack.Kubectl("delete", "recb", "-n", ns, "-l", redisv1alpha1.ScheduleLabel+"=often", "--timeout=60s"); err != nil {
+		t.Fatal(err)
+	}
+	if objects, err := s3.List(ctx, "backups", "sched/"); err != nil || len(objects) != 0 {
+		t.Fatalf("objects left after their backups were deleted: %q %v", objects, err)
+	}
+	t.Logf("deleting the backups deleted their objects: the bucket is empty")
 }

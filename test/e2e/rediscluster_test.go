@@ -57,7 +57,7 @@ func operator(t *testing.T) *framework.Operator {
 		// Retried: right after creation the CRD has no conditions for kubectl wait to read.
 		var waitErr error
 		for i := 0; i < 60; i++ {
-			if _, waitErr = stack.Kubectl("wait", "--for=condition=established", "--timeout=5s", "crd/redisclusters.redis.middleware.hc.cn", "crd/redisclusterbackups.redis.middleware.hc.cn"); waitErr == nil {
+			if _, waitErr = stack.Kubectl("wait", "--for=condition=established", "--timeout=5s", "crd/redisclusters.redis.middleware.hc.cn", "crd/redisclusterbackups.redis.middleware.hc.cn", "crd/redisclusterbackupschedules.redis.middleware.hc.cn"); waitErr == nil {
 				break
 			}
 			time.Sleep(time.Second)

@@ -1,0 +1,202 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
+)
+
+// Schedule reasons: events and status.reason of a RedisClusterBackupSchedule.
+const (
+	// ReasonBackupScheduled: the schedule created a RedisClusterBackup.
+	ReasonBackupScheduled = "BackupScheduled"
+	// ReasonBackupPruned: retention deleted a backup (its objects with it: the schedule's
+	// backups have deletionPolicy Delete).
+	ReasonBackupPruned = "BackupPruned"
+	// ReasonPreviousBackupRunning: a backup is due but the previous one is still Pending or
+	// Running; the next is created once it ends.
+	ReasonPreviousBackupRunning = "PreviousBackupRunning"
+	// ReasonSuspended: spec.suspend is true: no new backup; retention goes on.
+	ReasonSuspended = "Suspended"
+)
+
+// ScheduleReconciler runs RedisClusterBackupSchedules: it creates a RedisClusterBackup
+// every spec.every and keeps the last spec.keep that succeeded.
+type ScheduleReconciler struct {
+	*Reconciler
+}
+
+// NewScheduleReconciler shares the cluster reconciler's clients.
+func NewScheduleReconciler(r *Reconciler) *ScheduleReconciler {
+	return &ScheduleReconciler{Reconciler: r}
+}
+
+// +kubebuilder:rbac:groups=redis.middleware.hc.cn,resources=redisclusterbackupschedules,verbs=get;list;watch
+// +kubebuilder:rbac:groups=redis.middleware.hc.cn,resources=redisclusterbackupschedules/status,verbs=get;update;patch
+
+// SetupWithManager watches schedules, and the backups they created (label ScheduleLabel):
+// a backup ending is when retention acts and the next may start.
+func (r *ScheduleReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).For(&redisv1alpha1.RedisClusterBackupSchedule{}).Named("redisclusterbackupschedule").
+		Watches(&redisv1alpha1.RedisClusterBackup{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			if name := o.GetLabels()[redisv1alpha1.ScheduleLabel]; name != "" {
+				return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+			}
+			return nil
+		})).Complete(r)
+}
+
+// Reconcile prunes the schedule's backups beyond retention, creates the next one when it
+// is due, and says when it will look again.
+func (r *ScheduleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	sc := &redisv1alpha1.RedisClusterBackupSchedule{}
+	if err := r.Client.Get(ctx, req.NamespacedName, sc); err != nil {
+		if apierrors.IsNotFound(err) {
+			backupScheduleInterval.DeletePartialMatch(map[string]string{"namespace": req.Namespace, "schedule": req.Name})
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !sc.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	backupScheduleInterval.WithLabelValues(sc.Namespace, sc.Spec.ClusterName, sc.Name).Set(sc.Spec.Every.Seconds())
+	// The API server's list, not the cache's: a backup created by the last reconcile must
+	// be seen, or a second one would be created for the same turn.
+	var list redisv1alpha1.RedisClusterBackupList
+	if err := r.APIReader.List(ctx, &list, client.InNamespace(sc.Namespace), client.MatchingLabels{redisv1alpha1.ScheduleLabel: sc.Name}); err != nil {
+		return ctrl.Result{}, err
+	}
+	var backups []*redisv1alpha1.RedisClusterBackup
+	for i := range list.Items {
+		if list.Items[i].DeletionTimestamp.IsZero() {
+			backups = append(backups, &list.Items[i])
+		}
+	}
+	newestFirst(backups)
+	st := sc.Status.DeepCopy()
+	prune, kept := retention(backups, int(sc.Spec.Keep))
+	for _, b := range prune {
+		if err := r.Client.Delete(ctx, b); client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, err
+		}
+		r.Recorder.Eventf(sc, corev1.EventTypeNormal, ReasonBackupPruned, "Deleted %s backup %s (keep %d): its objects are deleted with it", phaseOrPending(b.Status.Phase), b.Name, sc.Spec.Keep)
+	}
+	st.Kept = int32(len(kept))
+	if len(kept) > 0 {
+		st.LastSuccessfulBackup, st.LastSuccessfulTime = kept[0].Name, kept[0].Status.CompletedAt
+	}
+
+	now := r.now()
+	last := st.LastScheduleTime
+	for _, b := range backups {
+		if last == nil || last.Before(&b.CreationTimestamp) {
+			t := b.CreationTimestamp
+			last = &t
+		}
+	}
+	next := now
+	if last != nil {
+		next = last.Add(sc.Spec.Every.Duration)
+	}
+	busy := ""
+	for _, b := range backups {
+		if !terminal(b.Status.Phase) {
+			busy = b.Name
+		}
+	}
+	var res ctrl.Result
+	switch {
+	case sc.Spec.Suspend:
+		st.Reason, st.Message = ReasonSuspended, "spec.suspend: no new backup"
+	case now.Before(next):
+	case busy != "":
+		st.Reason, st.Message = ReasonPreviousBackupRunning, fmt.Sprintf("backup %s is still %s; the next starts once it ends", busy, phaseOrPending(phaseOf(backups, busy)))
+	default:
+		b := &redisv1alpha1.RedisClusterBackup{
+			ObjectMeta: metav1.ObjectMeta{Namespace: sc.Namespace, Name: fmt.Sprintf("%s-%s", sc.Name, now.UTC().Format("20060102-150405")),
+				Labels: map[string]string{redisv1alpha1.ScheduleLabel: sc.Name}},
+			Spec: redisv1alpha1.RedisClusterBackupSpec{ClusterName: sc.Spec.ClusterName, S3: sc.Spec.S3, DeletionPolicy: redisv1alpha1.DeletionDelete},
+		}
+		if err := r.Client.Create(ctx, b); client.IgnoreAlreadyExists(err) != nil {
+			return ctrl.Result{}, err
+		}
+		t := metav1.NewTime(now)
+		last, next = &t, now.Add(sc.Spec.Every.Duration)
+		st.Reason, st.Message = ReasonBackupScheduled, "created backup "+b.Name
+		r.Recorder.Eventf(sc, corev1.EventTypeNormal, ReasonBackupScheduled, "Created backup %s of cluster %s; the next at %s", b.Name, sc.Spec.ClusterName, next.UTC().Format(time.RFC3339))
+	}
+	st.LastScheduleTime = last
+	if !sc.Spec.Suspend {
+		n := metav1.NewTime(next)
+		st.NextScheduleTime = &n
+		res.RequeueAfter = max(next.Sub(now), time.Second)
+	} else {
+		st.NextScheduleTime = nil
+	}
+	if !reflect.DeepEqual(st, &sc.Status) {
+		base := sc.DeepCopy()
+		sc.Status = *st
+		if err := r.Client.Status().Patch(ctx, sc, client.MergeFrom(base)); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+	return res, nil
+}
+
+// newestFirst sorts backups by creation, newest first (then by name, newest first: the
+// schedule's names carry the time).
+func newestFirst(backups []*redisv1alpha1.RedisClusterBackup) {
+	sort.SliceStable(backups, func(i, j int) bool {
+		a, b := backups[i].CreationTimestamp, backups[j].CreationTimestamp
+		if !a.Equal(&b) {
+			return b.Before(&a)
+		}
+		return backups[i].Name > backups[j].Name
+	})
+}
+
+// retention splits a schedule's backups, newest first: kept are the newest keep that
+// Succeeded; prune the older Succeeded ones, and every Failed one older than a Succeeded
+// one (a newer backup worked: the failure is history). A Failed backup never counts
+// towards keep, nor is a Pending or Running one pruned.
+func retention(newestFirst []*redisv1alpha1.RedisClusterBackup, keep int) (prune, kept []*redisv1alpha1.RedisClusterBackup) {
+	succeeded := 0
+	for _, b := range newestFirst {
+		switch b.Status.Phase {
+		case redisv1alpha1.BackupSucceeded:
+			succeeded++
+			if succeeded > keep {
+				prune = append(prune, b)
+			} else {
+				kept = append(kept, b)
+			}
+		case redisv1alpha1.BackupFailed:
+			if succeeded > 0 {
+				prune = append(prune, b)
+			}
+		}
+	}
+	return prune, kept
+}
+
+func phaseOf(backups []*redisv1alpha1.RedisClusterBackup, name string) redisv1alpha1.BackupPhase {
+	for _, b := range backups {
+		if b.Name == name {
+			return b.Status.Phase
+		}
+	}
+	return ""
+}
