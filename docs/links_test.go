@@ -16,8 +16,10 @@ func TestLinksResolve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub, _ := filepath.Glob("reference/*.md")
-	pages = append(pages, sub...)
+	for _, dir := range []string{"reference", "tutorials"} {
+		sub, _ := filepath.Glob(dir + "/*.md")
+		pages = append(pages, sub...)
+	}
 	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
 	fence := regexp.MustCompile("(?ms)^```.*?^```")
 	// A code span is no link, even when it holds "](" (a pattern in the API reference).
