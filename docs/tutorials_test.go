@@ -91,7 +91,7 @@ func TestEveryTutorialIsRun(t *testing.T) {
 			runners.Write(b)
 		}
 	}
-	run := regexp.MustCompile(`tutorial\.sh"?,?\s+"?docs/(tutorials/[a-z0-9-]+\.md)`)
+	run := regexp.MustCompile(`tutorial\.sh"?\)?,?\s+"?docs/(tutorials/[a-z0-9-]+\.md)`)
 	ran := map[string]bool{}
 	for _, m := range run.FindAllStringSubmatch(runners.String(), -1) {
 		ran[m[1]] = true
