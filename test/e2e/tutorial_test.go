@@ -35,9 +35,18 @@ func TestTutorialAnyKubernetes(t *testing.T) {
 			t.Errorf("putting the CRDs back: %v\n%s", err, out)
 			return
 		}
-		if out, err := tool(t, "", "kubectl", "wait", "--for=condition=established", "--timeout=60s",
-			"crd/redisclusters.redis.middleware.hc.cn", "crd/redisclusterbackups.redis.middleware.hc.cn"); err != nil {
-			t.Errorf("the CRDs put back are not established: %v\n%s", err, out)
+		// Retried: right after creation a CRD has no conditions for kubectl wait to read.
+		for i := 0; ; i++ {
+			out, err := tool(t, "", "kubectl", "wait", "--for=condition=established", "--timeout=5s",
+				"crd/redisclusters.redis.middleware.hc.cn", "crd/redisclusterbackups.redis.middleware.hc.cn")
+			if err == nil {
+				break
+			}
+			if i == 60 {
+				t.Errorf("the CRDs put back are not established: %v\n%s", err, out)
+				break
+			}
+			time.Sleep(time.Second)
 		}
 	})
 	start := time.Now()
