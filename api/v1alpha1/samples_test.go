@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -353,5 +354,77 @@ func TestDocsNameOnlyExistingSamples(t *testing.T) {
 	}
 	if named == 0 {
 		t.Error("no document names a sample: the pattern is wrong")
+	}
+}
+
+// TestCertManagerSampleIssuesTheTLSSecret: config/samples/cert-manager/tls-certificates.yaml
+// needs cert-manager's CRDs, which the test bed has not, so it is not applied; this checks it
+// against the TLS sample instead: a Certificate writes the Secret the TLS sample's
+// spec.tls.secretName names, in its namespace, with the usages the instances need (server
+// auth, and client auth since they present it to each other and the operator presents it
+// to them), issued by an Issuer of the file that signs with a CA Certificate of the file.
+func TestCertManagerSampleIssuesTheTLSSecret(t *testing.T) {
+	tlsCluster := readSample(t, filepath.Join(repoRoot, "config", "samples", "redis_v1alpha1_rediscluster_tls.yaml"))
+	secret, _, _ := unstructured.NestedString(tlsCluster.Object, "spec", "tls", "secretName")
+	if secret == "" {
+		t.Fatal("the TLS sample has no spec.tls.secretName")
+	}
+	path := filepath.Join(repoRoot, "config", "samples", "cert-manager", "tls-certificates.yaml")
+	if data, err := os.ReadFile(path); err != nil || !bytes.HasPrefix(data, []byte("# ")) {
+		t.Errorf("%s does not start with a comment saying what it is for (%v)", path, err)
+	}
+	certs := map[string]*unstructured.Unstructured{} // by secretName
+	issuers := map[string]*unstructured.Unstructured{}
+	for _, obj := range sampleObjects(t, path) {
+		if obj.GetAPIVersion() != "cert-manager.io/v1" {
+			t.Errorf("%s %s: apiVersion %s, want cert-manager.io/v1", obj.GetKind(), obj.GetName(), obj.GetAPIVersion())
+		}
+		if obj.GetNamespace() != tlsCluster.GetNamespace() {
+			t.Errorf("%s %s is in namespace %q, the TLS sample in %q", obj.GetKind(), obj.GetName(), obj.GetNamespace(), tlsCluster.GetNamespace())
+		}
+		switch obj.GetKind() {
+		case "Certificate":
+			name, _, _ := unstructured.NestedString(obj.Object, "spec", "secretName")
+			certs[name] = obj
+		case "Issuer":
+			issuers[obj.GetName()] = obj
+		default:
+			t.Errorf("unexpected kind %s", obj.GetKind())
+		}
+	}
+	cert := certs[secret]
+	if cert == nil {
+		t.Fatalf("no Certificate of %s writes Secret %s, which the TLS sample names", path, secret)
+	}
+	usages, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "usages")
+	for _, want := range []string{"server auth", "client auth"} {
+		if !slices.Contains(usages, want) {
+			t.Errorf("Certificate %s: usages %v lack %q", cert.GetName(), usages, want)
+		}
+	}
+	issuerName, _, _ := unstructured.NestedString(cert.Object, "spec", "issuerRef", "name")
+	issuer := issuers[issuerName]
+	if issuer == nil {
+		t.Fatalf("Certificate %s is issued by %q, no Issuer of the file", cert.GetName(), issuerName)
+	}
+	caSecret, _, _ := unstructured.NestedString(issuer.Object, "spec", "ca", "secretName")
+	ca := certs[caSecret]
+	if ca == nil {
+		t.Fatalf("Issuer %s signs with Secret %q, which no Certificate of the file writes", issuerName, caSecret)
+	}
+	if isCA, _, _ := unstructured.NestedBool(ca.Object, "spec", "isCA"); !isCA {
+		t.Errorf("Certificate %s (the CA Issuer's) is not isCA", ca.GetName())
+	}
+	// With clientAuth Required, applications need a client certificate from the same CA.
+	var client bool
+	for name, c := range certs {
+		u, _, _ := unstructured.NestedStringSlice(c.Object, "spec", "usages")
+		by, _, _ := unstructured.NestedString(c.Object, "spec", "issuerRef", "name")
+		if name != secret && slices.Contains(u, "client auth") && by == issuerName {
+			client = true
+		}
+	}
+	if !client {
+		t.Error("no client Certificate from the instances' CA: the TLS sample's clientAuth Required refuses clients without one")
 	}
 }
