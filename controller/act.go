@@ -46,11 +46,19 @@ var phaseActions = map[fsm.Phase]phaseAction{
 	fsm.Deleting:  (*Reconciler).actDeleting,
 }
 
-// act does what the decided phase needs: the preamble every phase but Deleting shares
-// (pause, a refused spec, applying the desired objects), then the phase's own action
+// act does what the decided phase needs: the trial of a live configuration change
+// (tryLiveConfig), the preamble every phase but Deleting shares (pause, a refused spec,
+// applying the desired objects), then the phase's own action
 // from phaseActions. Paused and Deleting clusters are never written to (but for the
 // foreground finalizer of a deleted one).
 func (r *Reconciler) act(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if r.tryLiveConfig(ctx, s) {
+		// A live directive Redis refuses refuses the spec: decided again from the same
+		// stored phase, with the refusal among the facts, before anything is applied.
+		if err := r.decide(ctx, s); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	phase := s.decision.Phase
 	action, ok := phaseActions[phase]
 	if !ok {

@@ -46,7 +46,8 @@ const (
 
 // liveConf is what one reconcile knows and did about redis.conf.
 type liveConf struct {
-	// want are the live directives the rendered redis.conf sets (observeLiveConfig).
+	// want are the live directives the rendered redis.conf sets; nil when it renders
+	// none or the spec is refused (observeLiveConfig).
 	want map[string]string
 	// change names the directives that differ between the applied ConfigMap and the
 	// rendered one; empty when they are the same (observeLiveConfig).
@@ -57,11 +58,10 @@ type liveConf struct {
 	condition *metav1.Condition
 }
 
-// observeLiveConfig reads what the rendered redis.conf changes, and tries a change of the
-// live directives on one node (setting everything back at once), so a value Redis refuses
-// refuses the spec before anything is applied: no ConfigMap a restarted pod would fail on,
-// no node half-changed.
-func (r *Reconciler) observeLiveConfig(ctx context.Context, s *scope) {
+// observeLiveConfig reads what the rendered redis.conf changes: the live directives it
+// sets and the directives that differ from the applied ConfigMap. It sends nothing to
+// Redis; the trial of a change is act's (tryLiveConfig).
+func (r *Reconciler) observeLiveConfig(s *scope) {
 	conf, ok := renderedConf(s)
 	if !ok || s.specErr != nil {
 		return
@@ -70,18 +70,29 @@ func (r *Reconciler) observeLiveConfig(ctx context.Context, s *scope) {
 	if cm, ok := s.live["ConfigMap/"+configMapName(s.cluster.Name)].(*corev1.ConfigMap); ok {
 		s.conf.change = redis.DiffConf(cm.Data["redis.conf"], conf)
 	}
-	if s.cluster.Spec.Pause || !formedOnce(&s.cluster.Status) || maps.Equal(appliedLive(s), s.conf.want) {
-		return
+}
+
+// tryLiveConfig tries a change of the live directives on one node (setting everything
+// back at once), first thing in act, so a value Redis refuses refuses the spec before
+// anything is applied: no ConfigMap a restarted pod would fail on, no node half-changed.
+// It reports whether Redis refused (s.specErr then says so): the reconcile decides again
+// with the spec refused, as if the refusal had been observed.
+func (r *Reconciler) tryLiveConfig(ctx context.Context, s *scope) bool {
+	if s.conf.want == nil || s.specErr != nil || s.cluster.Spec.Pause || !formedOnce(&s.cluster.Status) || maps.Equal(appliedLive(s), s.conf.want) {
+		return false
 	}
 	addr, ok := firstReachable(s)
 	if !ok {
-		return
+		return false
 	}
 	err := redis.TryLive(ctx, r.factoryFor(s), addr, redis.LiveCommands(appliedLive(s), s.conf.want))
-	if refused := (*redis.ConfigRefusedError)(nil); errors.As(err, &refused) {
-		s.specErr = &refusal{reason: ReasonConfigRefused, err: fmt.Errorf(
-			"%s: %v; nothing was changed, on any node or in ConfigMap %s", confSource(s), err, configMapName(s.cluster.Name))}
+	refused := (*redis.ConfigRefusedError)(nil)
+	if !errors.As(err, &refused) {
+		return false
 	}
+	s.specErr = &refusal{reason: ReasonConfigRefused, err: fmt.Errorf(
+		"%s: %v; nothing was changed, on any node or in ConfigMap %s", confSource(s), err, configMapName(s.cluster.Name))}
+	return true
 }
 
 // reconcileLiveConfig gives the live directives to the nodes that lack them: every
