@@ -141,23 +141,35 @@ func (r *Reconciler) reconcileScale(ctx context.Context, s *scope) (ctrl.Result,
 		s.reason = fmt.Sprintf("Scaling: %s, %d slots left", p.Phase, p.Remaining)
 	}
 	if p.Done && current > desired {
-		// The leaving nodes hold nothing and nobody knows them: shrink the StatefulSet.
-		log.FromContext(ctx).Info("Shrinking StatefulSet", "StatefulSet", klog.KRef(rc.Namespace, rc.Name), "replicas", desired)
-		for _, obj := range s.desired {
-			if obj.GetKind() == "StatefulSet" {
-				_ = unstructured.SetNestedField(obj.Object, int64(desired), "spec", "replicas")
-				s.stale = []*unstructured.Unstructured{obj}
-			}
-		}
-		if _, err := r.applyObjects(ctx, s); err != nil {
+		if err := r.shrinkStatefulSet(ctx, s, desired); err != nil {
 			return ctrl.Result{}, err
 		}
-		r.Recorder.Eventf(rc, "Normal", ReasonApplied, "Shrank StatefulSet %s to %d pods", rc.Name, desired)
 	}
 	if p.Remaining > 0 || changed(p.Actions) || p.MovedSlots > 0 {
 		return ctrl.Result{RequeueAfter: requeueNext}, nil
 	}
 	return ctrl.Result{RequeueAfter: requeueSoon}, nil
+}
+
+// shrinkStatefulSet applies the StatefulSet at the smaller size once the leaving nodes
+// hold nothing and nobody knows them. It applies a copy of the desired StatefulSet with
+// that size: what decide derived stays as decided (heldSize held the larger size until
+// the step said it was done, which only acting could know).
+func (r *Reconciler) shrinkStatefulSet(ctx context.Context, s *scope, desired int) error {
+	rc := s.cluster
+	log.FromContext(ctx).Info("Shrinking StatefulSet", "StatefulSet", klog.KRef(rc.Namespace, rc.Name), "replicas", desired)
+	for _, obj := range s.desired {
+		if obj.GetKind() != "StatefulSet" {
+			continue
+		}
+		shrunk := obj.DeepCopy()
+		_ = unstructured.SetNestedField(shrunk.Object, int64(desired), "spec", "replicas")
+		if _, err := r.apply(ctx, s, []*unstructured.Unstructured{shrunk}); err != nil {
+			return err
+		}
+	}
+	r.Recorder.Eventf(rc, "Normal", ReasonApplied, "Shrank StatefulSet %s to %d pods", rc.Name, desired)
+	return nil
 }
 
 // scaleStep is redis.Scale with the collector's target raised (gcWhileMoving) until it

@@ -37,8 +37,14 @@ const FieldOwner = redisv1alpha1.ManagedBy
 // object the API server refuses stops the apply (what follows may depend on it) and is
 // reported once as a Warning and in the status reason, with the API server's message.
 func (r *Reconciler) applyObjects(ctx context.Context, s *scope) ([]string, error) {
+	return r.apply(ctx, s, s.stale)
+}
+
+// apply server-side applies objs in order, as applyObjects says; s.held follows the
+// StatefulSet's size when it is among them.
+func (r *Reconciler) apply(ctx context.Context, s *scope, objs []*unstructured.Unstructured) ([]string, error) {
 	var applied []string
-	for _, desired := range s.stale {
+	for _, desired := range objs {
 		// A fresh copy each time: Apply writes the server's answer back into its argument.
 		obj := desired.DeepCopy()
 		logApply(ctx, s, desired)
