@@ -77,7 +77,7 @@ func (r *Reconciler) reconcileScale(ctx context.Context, s *scope) (ctrl.Result,
 	}
 	rc := s.cluster
 	// A step may turn replica migration off on nodes the resize ends up keeping.
-	r.migrationChecked.Delete(client.ObjectKeyFromObject(rc))
+	r.memory(rc).migrationChecked = false
 	desired := s.desiredReplicas()
 	sts := s.statefulSet
 	if sts == nil || sts.Spec.Replicas == nil {

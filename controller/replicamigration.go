@@ -4,7 +4,6 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis"
@@ -22,8 +21,7 @@ const ReasonReplicaMigrationRestored = "ReplicaMigrationRestored"
 // reconcile that finds the cluster Running and whole: a CONFIG GET per node. A node that
 // cannot be read is looked at again on a later reconcile.
 func (r *Reconciler) restoreReplicaMigration(ctx context.Context, s *scope) {
-	key := client.ObjectKeyFromObject(s.cluster)
-	if _, done := r.migrationChecked.Load(key); done {
+	if r.memory(s.cluster).migrationChecked {
 		return
 	}
 	conf, ok := renderedConf(s)
@@ -41,5 +39,5 @@ func (r *Reconciler) restoreReplicaMigration(ctx context.Context, s *scope) {
 		log.FromContext(ctx).Info("could not check "+redis.ReplicaMigration+" on every instance; will look again", "error", err.Error())
 		return
 	}
-	r.migrationChecked.Store(key, true)
+	r.memory(s.cluster).migrationChecked = true
 }
