@@ -253,7 +253,7 @@ func TestBootstrapRefusesNodeWithData(t *testing.T) {
 	counter := NewCommandCounter()
 	f := newFactory(t, Options{Hooks: []goredis.Hook{counter}})
 	_, err = Bootstrap(ctx, f, members, 3, 1)
-	if !errors.Is(err, topology.ErrRefused) || !strings.Contains(err.Error(), "demo-4") {
+	if !errors.Is(err, topology.ErrRefused) || !strings.HasPrefix(err.Error(), "bootstrap refused: ") || !strings.Contains(err.Error(), "demo-4") {
 		t.Fatalf("err = %v, want a refusal naming demo-4", err)
 	}
 	if w := counter.Writes(); w != 0 {

@@ -6,49 +6,6 @@ import (
 	"strings"
 )
 
-// ActionKind names a Redis write the bootstrap makes.
-type ActionKind string
-
-const (
-	ActionSetConfigEpoch ActionKind = "SetConfigEpoch"
-	ActionAddSlots       ActionKind = "AddSlots"
-	ActionMeet           ActionKind = "Meet"
-	ActionReplicate      ActionKind = "Replicate"
-)
-
-// Action is one write on one member. Actions of one plan on different members may run in
-// parallel; actions on the same member run in plan order.
-type Action struct {
-	Kind ActionKind
-	// Member is the index of the member the command is sent to.
-	Member int
-	Epoch  uint64    // SetConfigEpoch
-	Slots  SlotRange // AddSlots
-	// Target is the member index met (Meet) or replicated (Replicate).
-	Target int
-	// TargetAddr and MasterID are filled from the observation so the executor needs no lookup.
-	TargetAddr string
-	MasterID   string
-	// NodeID is the node forgotten (Forget), or the lost master taken over from (Failover).
-	NodeID string
-	// Mode is FailoverForce or FailoverTakeover (Failover).
-	Mode string
-	// Message is for events: "Assigned slots 0-5460 to demo-0".
-	Message string
-	// Refresh marks a MEET sent only so a node that knows Member hears its current role
-	// and slots at once; it changes no topology, so callers may skip the event.
-	Refresh bool
-}
-
-// Messages joins the actions' messages with "; ", as one log line shows them.
-func Messages(acts []Action) string {
-	out := make([]string, len(acts))
-	for i, a := range acts {
-		out[i] = a.Message
-	}
-	return strings.Join(out, "; ")
-}
-
 // Plan is what bootstrap does next, computed from one observation.
 type Plan struct {
 	// Masters are the member indexes chosen as masters, in ordinal order.

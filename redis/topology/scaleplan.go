@@ -5,9 +5,6 @@ import (
 	"sort"
 )
 
-// ActionReleaseReplica turns a spare replica into an empty master (CLUSTER RESET).
-const ActionReleaseReplica ActionKind = "ReleaseReplica"
-
 // PhaseReleasing: a spare replica is being turned into an empty master.
 const PhaseReleasing = "ReleasingReplica"
 
