@@ -51,11 +51,6 @@ func bigKeyTimeout(usage int64, floor time.Duration) time.Duration {
 	return min(max(t, floor), max(floor, MaxKeyTimeout))
 }
 
-// keySizer is what sizing keys needs from a node; the admin of a Factory has it.
-type keySizer interface {
-	MemoryUsages(ctx context.Context, keys []string, asking bool) ([]int64, error)
-}
-
 // MemoryUsages is MEMORY USAGE of each key, in one round trip; 0 for a key that does not
 // exist, which a source migrating the slot answers with ASK (the key went since it was
 // listed: deleted, expired, evicted). With asking, ASKING goes before each, so a node
@@ -93,7 +88,9 @@ func (a *admin) MemoryUsages(ctx context.Context, keys []string, asking bool) ([
 // (no answer, a reply naming another owner) is an error: the step ends and the slot stays
 // open for the next, because a big key sized 0 would move without its own timeout and hold.
 func (km *keyMover) sizes(ctx context.Context, keys []string) ([]int64, bool, error) {
-	sz, ok := km.s.(keySizer)
+	// km.s is every Admin (a slotMover only by its declared type in migrate.go, which
+	// moves to Admin when that file is split): this assertion never fails on one.
+	sz, ok := km.s.(Admin)
 	if !ok || len(keys) == 0 {
 		return make([]int64, len(keys)), false, nil
 	}
@@ -174,12 +171,6 @@ func (km *keyMover) moveBig(ctx context.Context, keys *[]string, usages *[]int64
 // holdMu makes holds of failure detection one at a time.
 var holdMu sync.Mutex
 
-// nodeTimeoutSetter is what holding failure detection needs from a node.
-type nodeTimeoutSetter interface {
-	NodeTimeout(ctx context.Context) (time.Duration, error)
-	SetNodeTimeout(ctx context.Context, d time.Duration) error
-}
-
 // NodeTimeout reads cluster-node-timeout.
 func (a *admin) NodeTimeout(ctx context.Context) (time.Duration, error) {
 	v, err := a.c.ConfigGet(ctx, "cluster-node-timeout").Result()
@@ -209,15 +200,15 @@ func holdDetection(ctx context.Context, f Factory, addrs []string, hold time.Dur
 	// would read the first's raised timeout as the one to set back, and leave it.
 	holdMu.Lock()
 	type kept struct {
-		n   nodeTimeoutSetter
+		n   Admin
 		old time.Duration
 	}
 	var set []kept
 	for _, addr := range addrs {
-		n, ok := f.For(addr).(nodeTimeoutSetter)
-		if addr == "" || !ok {
+		if addr == "" {
 			continue
 		}
+		n := f.For(addr)
 		old, err := n.NodeTimeout(ctx)
 		if err != nil || old >= hold {
 			continue
@@ -255,10 +246,7 @@ func ReleaseStaleHolds(ctx context.Context, f Factory, addrs []string, configure
 	released := 0
 	var errs []error
 	for _, addr := range addrs {
-		n, ok := f.For(addr).(nodeTimeoutSetter)
-		if !ok {
-			continue
-		}
+		n := f.For(addr)
 		cur, err := n.NodeTimeout(ctx)
 		if err == nil && cur > configured {
 			if err = n.SetNodeTimeout(ctx, configured); err == nil {

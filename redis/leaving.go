@@ -27,11 +27,6 @@ const (
 	redirectWait = 1500 * time.Millisecond
 )
 
-// redirectCounter is what the wait needs beyond Admin: the admin of a Factory has it.
-type redirectCounter interface {
-	Redirects(ctx context.Context) (int64, error)
-}
-
 // Redirects is how many MOVED and ASK replies the node has given since it started (INFO
 // errorstats).
 func (a *admin) Redirects(ctx context.Context) (int64, error) {
@@ -79,11 +74,7 @@ func awaitNoRedirects(ctx context.Context, f Factory, addrs []string) {
 	count := func() (int64, bool) {
 		var sum int64
 		for _, addr := range addrs {
-			c, ok := f.For(addr).(redirectCounter)
-			if !ok {
-				return 0, false
-			}
-			n, err := c.Redirects(ctx)
+			n, err := f.For(addr).Redirects(ctx)
 			if err != nil {
 				return 0, false
 			}
