@@ -16,10 +16,11 @@ import (
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 	"github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // Live configuration (docs/configuration.md). redis.conf is the ConfigMap NAME-config; its
-// live directives (redis.LiveDirectives) are left out of the pod template's config hash,
+// live directives (topology.LiveDirectives) are left out of the pod template's config hash,
 // so changing them rolls no pod: the operator gives every node the new values with
 // CONFIG SET. The ConfigMap holds them too, so a pod that starts later reads them; there
 // is no CONFIG REWRITE, because redis.conf is a ConfigMap volume the kubelet mounts
@@ -51,7 +52,7 @@ type liveConf struct {
 	want map[string]string
 	// change names the directives that differ between the applied ConfigMap and the
 	// rendered one; empty when they are the same (observeLiveConfig).
-	change redis.ConfChange
+	change topology.ConfChange
 	// status is what to record in status.liveConfig; nil keeps what is there (act).
 	status *redisv1alpha1.LiveConfigStatus
 	// condition is the Configured condition to set; nil keeps what is there (act).
@@ -68,7 +69,7 @@ func (r *Reconciler) observeLiveConfig(s *scope) {
 	}
 	s.conf.want = liveSettings(s.cluster, conf)
 	if cm, ok := s.live["ConfigMap/"+configMapName(s.cluster.Name)].(*corev1.ConfigMap); ok {
-		s.conf.change = redis.DiffConf(cm.Data["redis.conf"], conf)
+		s.conf.change = topology.DiffConf(cm.Data["redis.conf"], conf)
 	}
 }
 
@@ -85,7 +86,7 @@ func (r *Reconciler) tryLiveConfig(ctx context.Context, s *scope) bool {
 	if !ok {
 		return false
 	}
-	err := redis.TryLive(ctx, r.factoryFor(s), addr, redis.LiveCommands(appliedLive(s), s.conf.want))
+	err := redis.TryLive(ctx, r.factoryFor(s), addr, topology.LiveCommands(appliedLive(s), s.conf.want))
 	refused := (*redis.ConfigRefusedError)(nil)
 	if !errors.As(err, &refused) {
 		return false
@@ -110,7 +111,7 @@ func (r *Reconciler) reconcileLiveConfig(ctx context.Context, s *scope) error {
 		had = s.original.LiveConfig.Nodes
 	}
 	targets, nodes := liveTargets(s, had)
-	cmds := redis.LiveCommands(applied, s.conf.want)
+	cmds := topology.LiveCommands(applied, s.conf.want)
 	if len(targets) > 0 && len(cmds) > 0 {
 		if err := redis.ApplyLive(ctx, r.factoryFor(s), targets, cmds); err != nil {
 			return r.liveRefused(s, err)
@@ -205,7 +206,7 @@ func renderedConf(s *scope) (string, bool) {
 // liveSettings are redis.conf's live directives, but maxmemory when the pods' env sets
 // MAXMEMORY: its --maxmemory argument wins over redis.conf at every start.
 func liveSettings(rc *redisv1alpha1.RedisCluster, conf string) map[string]string {
-	want := redis.LiveSettings(conf)
+	want := topology.LiveSettings(conf)
 	for _, e := range rc.Spec.PodTemplate().Env {
 		if e.Name == "MAXMEMORY" {
 			delete(want, "maxmemory")
@@ -292,7 +293,7 @@ func settingsText(cmds []redis.Setting) string {
 func nodeTimeout(s *scope) time.Duration {
 	d := time.Duration(0)
 	take := func(conf string) {
-		if v, ok := redis.ConfNodeTimeout(conf); ok && (d == 0 || v < d) {
+		if v, ok := topology.ConfNodeTimeout(conf); ok && (d == 0 || v < d) {
 			d = v
 		}
 	}

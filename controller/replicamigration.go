@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // ReasonReplicaMigrationRestored: nodes a scale-in had told not to follow their slots
@@ -28,7 +29,7 @@ func (r *Reconciler) restoreReplicaMigration(ctx context.Context, s *scope) {
 	if !ok {
 		return
 	}
-	want := redis.ConfValue(conf, redis.ReplicaMigration, "yes")
+	want := topology.ConfValue(conf, redis.ReplicaMigration, "yes")
 	addrs := s.memberAddrs()
 	n, err := redis.RestoreReplicaMigration(ctx, r.factoryFor(s), addrs, want)
 	if n > 0 {

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // ReasonHoldReleased: a raised cluster-node-timeout left by an earlier operator process
@@ -48,7 +49,7 @@ func configuredNodeTimeout(s *scope) (time.Duration, bool) {
 	if !ok {
 		return 0, false
 	}
-	ms, err := strconv.ParseInt(redis.ConfValue(conf, "cluster-node-timeout", ""), 10, 64)
+	ms, err := strconv.ParseInt(topology.ConfValue(conf, "cluster-node-timeout", ""), 10, 64)
 	if err != nil || ms <= 0 {
 		return 0, false
 	}

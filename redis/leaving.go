@@ -1,12 +1,12 @@
 package redis
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // A leaving master that has given away its last slot still answers a client whose slot
@@ -38,30 +38,7 @@ func (a *admin) Redirects(ctx context.Context) (int64, error) {
 		// Before Redis 6.2 an unknown section is an empty reply, not an error.
 		return 0, fmt.Errorf("%s has no INFO errorstats", a.addr)
 	}
-	return parseRedirects(text)
-}
-
-// parseRedirects sums the counts of errorstat_MOVED and errorstat_ASK ("errorstat_MOVED:count=12").
-func parseRedirects(text string) (int64, error) {
-	var n int64
-	sc := bufio.NewScanner(strings.NewReader(text))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		name, value, ok := strings.Cut(line, ":")
-		if !ok || (name != "errorstat_MOVED" && name != "errorstat_ASK") {
-			continue
-		}
-		for _, field := range strings.Split(value, ",") {
-			if c, ok := strings.CutPrefix(field, "count="); ok {
-				v, err := strconv.ParseInt(c, 10, 64)
-				if err != nil {
-					return 0, fmt.Errorf("failed to parse %q: %w", line, err)
-				}
-				n += v
-			}
-		}
-	}
-	return n, sc.Err()
+	return topology.ParseRedirects(text)
 }
 
 // awaitNoRedirects waits until the nodes at addrs have together redirected no client for

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
-	"github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // TestPodContract checks the points of docs/architecture.md's pod contract that the
@@ -78,7 +78,7 @@ func TestPodContract(t *testing.T) {
 					t.Errorf("redis.conf lacks %q", line)
 				}
 			}
-			sum := sha256.Sum256([]byte(redis.RestartConf(conf)))
+			sum := sha256.Sum256([]byte(topology.RestartConf(conf)))
 			if got := sts.Spec.Template.Annotations["redis.middleware.hc.cn/config-hash"]; got != hex.EncodeToString(sum[:]) {
 				t.Errorf("config-hash %q is not the sha256 of redis.conf without its live directives", got)
 			}
