@@ -70,13 +70,7 @@ func (r *Reconciler) act(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if s.cluster.Spec.Pause {
 		return ctrl.Result{}, nil
 	}
-	for _, n := range s.notices {
-		reason := ReasonNameClash
-		if n == s.passwordNotice {
-			reason = ReasonNoPassword
-		}
-		r.warnIfNew(s, reason, n)
-	}
+	r.warnNotices(s)
 	if s.specErr != nil {
 		r.warnOnce(s, refusalReason(s.specErr), s.specErr.Error())
 		// The password Secret a spec names is not watched (the user ConfigMap is): look
@@ -111,6 +105,18 @@ func (r *Reconciler) act(ctx context.Context, s *scope) (ctrl.Result, error) {
 		return ctrl.Result{}, err
 	}
 	return action(r, ctx, s)
+}
+
+// warnNotices says each notice (a problem that does not stop the reconcile) as a Warning,
+// once.
+func (r *Reconciler) warnNotices(s *scope) {
+	for _, n := range s.notices {
+		reason := ReasonNameClash
+		if n == s.passwordNotice {
+			reason = ReasonNoPassword
+		}
+		r.warnIfNew(s, reason, n)
+	}
 }
 
 // changed reports whether acts hold one that changes the cluster: a re-announcing MEET

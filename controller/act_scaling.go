@@ -79,23 +79,11 @@ func (r *Reconciler) reconcileScale(ctx context.Context, s *scope) (ctrl.Result,
 	// A step may turn replica migration off on nodes the resize ends up keeping.
 	r.memory(rc).migrationChecked = false
 	desired := s.desiredReplicas()
-	sts := s.statefulSet
-	if sts == nil || sts.Spec.Replicas == nil {
+	members, current, ok := scaleMembers(s)
+	if !ok {
 		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
 	}
-	current := int(*sts.Spec.Replicas)
-	need := max(current, desired)
-	// Every pod of either size: on scale-in the leaving ones are emptied first.
-	if len(s.members) < need {
-		s.reason = fmt.Sprintf("Scaling: %d/%d pods running", len(s.members), need)
-		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
-	}
-	members := s.members[:need]
-	for i, m := range members {
-		if m.Pod != fmt.Sprintf("%s-%d", rc.Name, i) {
-			return ctrl.Result{RequeueAfter: requeueWaiting}, nil
-		}
-	}
+	need := len(members)
 	req, err := scaleRequest(rc, desired)
 	if err != nil {
 		// decide has failed the phase already (cannotProceed); a paused cluster does not act.
@@ -120,21 +108,8 @@ func (r *Reconciler) reconcileScale(ctx context.Context, s *scope) (ctrl.Result,
 		log.FromContext(ctx).Info("Migrated slots", "slots", p.MovedSlots, "keys", p.MovedKeys, "remaining", p.Remaining)
 		r.recordMilestone(s)
 	}
-	var stuck *redis.StuckKeyError
-	switch {
-	case errors.Is(err, topology.ErrRefused):
-		reason, msg := scaleRefusal(rc, err, current, desired)
-		r.warnOnce(s, reason, msg)
-		s.reason = "" // the phase's own reason carries msg: say it once
-		return ctrl.Result{RequeueAfter: requeueFailed}, r.decideAgainAfterRefusal(s, errors.New(msg))
-	case errors.As(err, &stuck):
-		// Each try blocks the source for up to MIGRATE's timeout: come back after the
-		// backoff, not at once.
-		r.warnOnce(s, ReasonMigrationStuck, "Scaling: "+stuckReason(s.members, stuck))
-		return ctrl.Result{RequeueAfter: redis.StuckBackoff}, nil
-	case err != nil:
-		r.warnOnce(s, ReasonRedisError, fmt.Sprintf("Scaling: %v", err))
-		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
+	if err != nil {
+		return r.scaleStepFailed(s, err, current, desired)
 	}
 	s.reason = "Scaling: " + p.Phase
 	if p.Remaining > 0 {
@@ -149,6 +124,50 @@ func (r *Reconciler) reconcileScale(ctx context.Context, s *scope) (ctrl.Result,
 		return ctrl.Result{RequeueAfter: requeueNext}, nil
 	}
 	return ctrl.Result{RequeueAfter: requeueSoon}, nil
+}
+
+// scaleMembers are the members a resize step works on: every pod of the applied size and
+// of the new one (on scale-in the leaving ones are emptied first), in ordinal order, with
+// the applied size; false, with the reason said, while one is not running yet.
+func scaleMembers(s *scope) ([]topology.Member, int, bool) {
+	sts := s.statefulSet
+	if sts == nil || sts.Spec.Replicas == nil {
+		return nil, 0, false
+	}
+	current := int(*sts.Spec.Replicas)
+	need := max(current, s.desiredReplicas())
+	if len(s.members) < need {
+		s.reason = fmt.Sprintf("Scaling: %d/%d pods running", len(s.members), need)
+		return nil, current, false
+	}
+	members := s.members[:need]
+	for i, m := range members {
+		if m.Pod != fmt.Sprintf("%s-%d", s.cluster.Name, i) {
+			return nil, current, false
+		}
+	}
+	return members, current, true
+}
+
+// scaleStepFailed says why a resize step ended with err: a refusal fails the phase in
+// this reconcile (decideAgainAfterRefusal), a stuck key is tried again after its backoff,
+// anything else soon.
+func (r *Reconciler) scaleStepFailed(s *scope, err error, current, desired int) (ctrl.Result, error) {
+	var stuck *redis.StuckKeyError
+	switch {
+	case errors.Is(err, topology.ErrRefused):
+		reason, msg := scaleRefusal(s.cluster, err, current, desired)
+		r.warnOnce(s, reason, msg)
+		s.reason = "" // the phase's own reason carries msg: say it once
+		return ctrl.Result{RequeueAfter: requeueFailed}, r.decideAgainAfterRefusal(s, errors.New(msg))
+	case errors.As(err, &stuck):
+		// Each try blocks the source for up to MIGRATE's timeout: come back after the
+		// backoff, not at once.
+		r.warnOnce(s, ReasonMigrationStuck, "Scaling: "+stuckReason(s.members, stuck))
+		return ctrl.Result{RequeueAfter: redis.StuckBackoff}, nil
+	}
+	r.warnOnce(s, ReasonRedisError, fmt.Sprintf("Scaling: %v", err))
+	return ctrl.Result{RequeueAfter: requeueWaiting}, nil
 }
 
 // shrinkStatefulSet applies the StatefulSet at the smaller size once the leaving nodes
