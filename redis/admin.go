@@ -142,7 +142,7 @@ type Options struct {
 	// IdleTimeout closes a connection unused this long (no idle connections are kept
 	// open on purpose: MinIdleConns is 0).
 	IdleTimeout time.Duration
-	// Hooks are added to every client, e.g. a CommandCounter.
+	// Hooks are added to every client, e.g. a redistest.CommandCounter.
 	Hooks []goredis.Hook
 	// TLS, when set, is the configuration every connection dials with (spec.tls,
 	// ClientTLSConfig); nil is plain TCP.

@@ -96,7 +96,7 @@ func TestMigrateMovesABigKey(t *testing.T) {
 	// without failure detection held, the third master flags the source failing at once.
 	servers := redistest.Start(t, 3, healCfg)
 	members := membersOf(servers)
-	counter := NewCommandCounter()
+	counter := redistest.NewCommandCounter()
 	f := newFactory(t, Options{Hooks: []goredis.Hook{counter}})
 	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members, 3, 0); err != nil {
 		t.Fatal(err)

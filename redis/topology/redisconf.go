@@ -180,19 +180,6 @@ type Setting struct {
 	Name, Value string
 }
 
-// RestartConf is redis.conf without the lines of live directives: what the pod template's
-// config hash covers (templates/configmap.cue computes the same in CUE).
-func RestartConf(conf string) string {
-	var keep []string
-	for _, line := range strings.Split(conf, "\n") {
-		if f := strings.Fields(line); len(f) > 0 && IsLiveDirective(f[0]) {
-			continue
-		}
-		keep = append(keep, line)
-	}
-	return strings.Join(keep, "\n")
-}
-
 // ConfNodeTimeout is the cluster-node-timeout a redis.conf gives (its last line, as Redis
 // reads it); false when it gives none or a value Redis would refuse.
 func ConfNodeTimeout(text string) (time.Duration, bool) {
