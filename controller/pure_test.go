@@ -3,6 +3,7 @@ package controller
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -116,60 +117,37 @@ func healthyScope(phase fsm.Phase) *scope {
 
 func TestObservation(t *testing.T) {
 	r := &Reconciler{}
+	healthy := map[string]bool{
+		"SpecValid": true, "AllMet": true, "NodesAgree": true, "SlotsCovered": true, "ReplicasAttached": true,
+		"ClusterOK": true, "SlotsPlaced": true, "RemovedNodesForgotten": true, "ReplicasInSync": true, "PodsReady": true,
+		"StatefulSetAtSize": true, "AllPodsUpdated": true, "Restored": true,
+		"Broken": false, "CannotProceed": false, "TemplateChanged": false, "Deleting": false, "Paused": false,
+		"TimedOut": false, "SpecChanged": false,
+	}
 	tests := []struct {
 		name  string
-		scope func() *scope
-		want  func(o fsm.Observation) string // "" when right
+		phase fsm.Phase
+		edit  func(s *scope) // of a healthy cluster in phase
+		facts map[string]bool
+		// observed and desired sizes, and the message of CannotProceed
+		observed, desired int32
+		message           string
 	}{{
-		name:  "a healthy Running cluster has every fact true and no trouble",
-		scope: func() *scope { return healthyScope(fsm.Running) },
-		want: func(o fsm.Observation) string {
-			if !o.SpecValid || !o.AllMet || !o.NodesAgree || !o.SlotsCovered || !o.ReplicasAttached || !o.ClusterOK ||
-				!o.SlotsPlaced || !o.RemovedNodesForgotten || !o.ReplicasInSync || !o.PodsReady || !o.StatefulSetAtSize ||
-				!o.AllPodsUpdated || !o.Restored {
-				return "a fact is false"
-			}
-			if o.Broken || o.CannotProceed || o.TemplateChanged || o.Deleting || o.Paused || o.TimedOut || o.SpecChanged {
-				return "trouble where there is none"
-			}
-			if o.ObservedReplicas != 6 || o.DesiredReplicas != 6 {
-				return fmt.Sprintf("sizes %d/%d, want 6/6", o.ObservedReplicas, o.DesiredReplicas)
-			}
-			return ""
-		},
+		name: "a healthy Running cluster has every fact true and no trouble", phase: fsm.Running,
+		facts: healthy, observed: 6, desired: 6,
 	}, {
-		name: "a refused spec is invalid and cannot proceed, with its words",
-		scope: func() *scope {
-			s := healthyScope(fsm.Running)
-			s.specErr = errors.New("spec.version: no such image")
-			return s
-		},
-		want: func(o fsm.Observation) string {
-			if o.SpecValid || !o.CannotProceed || o.CannotProceedMessage != "spec.version: no such image" {
-				return fmt.Sprintf("SpecValid %v CannotProceed %v %q", o.SpecValid, o.CannotProceed, o.CannotProceedMessage)
-			}
-			return ""
-		},
+		name: "a refused spec is invalid and cannot proceed, with its words", phase: fsm.Running,
+		edit:  func(s *scope) { s.specErr = errors.New("spec.version: no such image") },
+		facts: map[string]bool{"SpecValid": false, "CannotProceed": true}, message: "spec.version: no such image",
 	}, {
-		name: "nothing read from Redis: no Redis fact holds and the size is the applied one",
-		scope: func() *scope {
-			s := healthyScope(fsm.Running)
-			s.redis, s.appliedSize = nil, 8
-			return s
-		},
-		want: func(o fsm.Observation) string {
-			if o.AllMet || o.NodesAgree || o.SlotsCovered || o.ClusterOK || o.SlotsPlaced || o.ReplicasInSync || o.Broken {
-				return "a Redis fact without Redis"
-			}
-			if o.ObservedReplicas != 8 {
-				return fmt.Sprintf("ObservedReplicas %d, want the applied 8", o.ObservedReplicas)
-			}
-			return ""
-		},
+		name: "nothing read from Redis: no Redis fact holds and the size is the applied one", phase: fsm.Running,
+		edit: func(s *scope) { s.redis, s.appliedSize = nil, 8 },
+		facts: map[string]bool{"AllMet": false, "NodesAgree": false, "SlotsCovered": false, "ClusterOK": false,
+			"SlotsPlaced": false, "ReplicasInSync": false, "Broken": false},
+		observed: 8, desired: 6,
 	}, {
-		name: "slots nobody holds are Broken",
-		scope: func() *scope {
-			s := healthyScope(fsm.Running)
+		name: "slots nobody holds are Broken", phase: fsm.Running,
+		edit: func(s *scope) {
 			for i := range s.redis.Members {
 				for j := range s.redis.Members[i].Nodes {
 					if n := &s.redis.Members[i].Nodes[j]; n.ID == pureID(0) {
@@ -177,75 +155,49 @@ func TestObservation(t *testing.T) {
 					}
 				}
 			}
-			return s
 		},
-		want: func(o fsm.Observation) string {
-			if !o.Broken || o.SlotsCovered {
-				return fmt.Sprintf("Broken %v SlotsCovered %v", o.Broken, o.SlotsCovered)
-			}
-			return ""
-		},
+		facts: map[string]bool{"Broken": true, "SlotsCovered": false},
 	}, {
-		name: "a replica whose link is down is not in sync",
-		scope: func() *scope {
-			s := healthyScope(fsm.Upgrading)
+		name: "a replica whose link is down is not in sync", phase: fsm.Upgrading,
+		edit: func(s *scope) {
 			s.replication = map[string]topology.Replication{"rc-3": {Role: "slave", LinkUp: false}}
-			return s
 		},
-		want: func(o fsm.Observation) string {
-			if o.ReplicasInSync {
-				return "ReplicasInSync with a link down"
-			}
-			return ""
-		},
+		facts: map[string]bool{"ReplicasInSync": false},
 	}, {
-		name: "while Scaling out, slots not yet moved to the new masters are not placed",
-		scope: func() *scope {
-			s := healthyScope(fsm.Scaling)
-			s.cluster.Spec.Replicas = 8 // 4 masters asked, 3 hold the slots
-			return s
-		},
-		want: func(o fsm.Observation) string {
-			if o.SlotsPlaced || o.RemovedNodesForgotten || o.AllMet {
-				return fmt.Sprintf("SlotsPlaced %v RemovedNodesForgotten %v AllMet %v", o.SlotsPlaced, o.RemovedNodesForgotten, o.AllMet)
-			}
-			if o.DesiredReplicas != 8 || o.ObservedReplicas != 6 {
-				return fmt.Sprintf("sizes %d/%d, want 6/8", o.ObservedReplicas, o.DesiredReplicas)
-			}
-			return ""
-		},
+		name: "while Scaling out, slots not yet moved to the new masters are not placed", phase: fsm.Scaling,
+		edit:     func(s *scope) { s.cluster.Spec.Replicas = 8 }, // 4 masters asked, 3 hold the slots
+		facts:    map[string]bool{"SlotsPlaced": false, "RemovedNodesForgotten": false, "AllMet": false},
+		observed: 6, desired: 8,
 	}, {
-		name: "pods on an older revision of a formed cluster are a changed template",
-		scope: func() *scope {
-			s := healthyScope(fsm.Running)
-			s.pods[2].Labels[appsv1.ControllerRevisionHashLabelKey] = "old"
-			return s
-		},
-		want: func(o fsm.Observation) string {
-			if !o.TemplateChanged || o.AllPodsUpdated {
-				return fmt.Sprintf("TemplateChanged %v AllPodsUpdated %v", o.TemplateChanged, o.AllPodsUpdated)
-			}
-			return ""
-		},
+		name: "pods on an older revision of a formed cluster are a changed template", phase: fsm.Running,
+		edit:  func(s *scope) { s.pods[2].Labels[appsv1.ControllerRevisionHashLabelKey] = "old" },
+		facts: map[string]bool{"TemplateChanged": true, "AllPodsUpdated": false},
 	}, {
-		name: "paused and being deleted",
-		scope: func() *scope {
-			s := healthyScope(fsm.Running)
+		name: "paused and being deleted", phase: fsm.Running,
+		edit: func(s *scope) {
 			s.cluster.Spec.Pause = true
 			s.cluster.DeletionTimestamp = &metav1.Time{Time: time.Now()}
-			return s
 		},
-		want: func(o fsm.Observation) string {
-			if !o.Paused || !o.Deleting {
-				return fmt.Sprintf("Paused %v Deleting %v", o.Paused, o.Deleting)
-			}
-			return ""
-		},
+		facts: map[string]bool{"Paused": true, "Deleting": true},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if why := tt.want(r.observation(tt.scope())); why != "" {
-				t.Error(why)
+			s := healthyScope(tt.phase)
+			if tt.edit != nil {
+				tt.edit(s)
+			}
+			o := r.observation(s)
+			v := reflect.ValueOf(o)
+			for fact, want := range tt.facts {
+				if got := v.FieldByName(fact).Bool(); got != want {
+					t.Errorf("%s = %v, want %v", fact, got, want)
+				}
+			}
+			if tt.desired > 0 && (o.ObservedReplicas != tt.observed || o.DesiredReplicas != tt.desired) {
+				t.Errorf("sizes %d/%d, want %d/%d", o.ObservedReplicas, o.DesiredReplicas, tt.observed, tt.desired)
+			}
+			if o.CannotProceedMessage != tt.message {
+				t.Errorf("CannotProceedMessage %q, want %q", o.CannotProceedMessage, tt.message)
 			}
 		})
 	}

@@ -52,30 +52,24 @@ func readArg(s string, p int) (string, int, error) {
 	for done := false; !done; {
 		c := at(p)
 		switch {
-		case inq:
+		case inq || insq:
+			// Inside quotes: "…" takes \xHH and C escapes, '…' only \'; the closing quote
+			// must be followed by a blank or the end.
+			quote := byte('"')
+			if insq {
+				quote = '\''
+			}
 			switch {
-			case c == '\\' && at(p+1) == 'x' && isHex(at(p+2)) && isHex(at(p+3)):
+			case inq && c == '\\' && at(p+1) == 'x' && isHex(at(p+2)) && isHex(at(p+3)):
 				cur.WriteByte(hexVal(at(p+2))<<4 | hexVal(at(p+3)))
 				p += 3
-			case c == '\\' && p+1 < len(s):
+			case inq && c == '\\' && p+1 < len(s):
 				p++
 				cur.WriteByte(escaped(s[p]))
-			case c == '"':
-				if p+1 < len(s) && !isSpace(s[p+1]) {
-					return "", 0, ErrUnbalancedQuotes
-				}
-				done = true
-			case p >= len(s):
-				return "", 0, ErrUnbalancedQuotes
-			default:
-				cur.WriteByte(c)
-			}
-		case insq:
-			switch {
-			case c == '\\' && at(p+1) == '\'':
+			case insq && c == '\\' && at(p+1) == '\'':
 				p++
 				cur.WriteByte('\'')
-			case c == '\'':
+			case c == quote:
 				if p+1 < len(s) && !isSpace(s[p+1]) {
 					return "", 0, ErrUnbalancedQuotes
 				}

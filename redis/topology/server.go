@@ -80,4 +80,3 @@ func (s Server) AtomicSlotMigration() bool {
 func (s Server) SetSlotBlocks() bool {
 	return s.Name == ServerValkey && s.AtLeast(8, 0)
 }
-
