@@ -46,11 +46,19 @@ var phaseActions = map[fsm.Phase]phaseAction{
 	fsm.Deleting:  (*Reconciler).actDeleting,
 }
 
-// act does what the decided phase needs: the preamble every phase but Deleting shares
-// (pause, a refused spec, applying the desired objects), then the phase's own action
+// act does what the decided phase needs: the trial of a live configuration change
+// (tryLiveConfig), the preamble every phase but Deleting shares (pause, a refused spec,
+// applying the desired objects), then the phase's own action
 // from phaseActions. Paused and Deleting clusters are never written to (but for the
 // foreground finalizer of a deleted one).
 func (r *Reconciler) act(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if r.tryLiveConfig(ctx, s) {
+		// A live directive Redis refuses refuses the spec: decided again from the same
+		// stored phase, with the refusal among the facts, before anything is applied.
+		if err := r.decide(ctx, s); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	phase := s.decision.Phase
 	action, ok := phaseActions[phase]
 	if !ok {
@@ -62,13 +70,7 @@ func (r *Reconciler) act(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if s.cluster.Spec.Pause {
 		return ctrl.Result{}, nil
 	}
-	for _, n := range s.notices {
-		reason := ReasonNameClash
-		if n == s.passwordNotice {
-			reason = ReasonNoPassword
-		}
-		r.warnIfNew(s, reason, n)
-	}
+	r.warnNotices(s)
 	if s.specErr != nil {
 		r.warnOnce(s, refusalReason(s.specErr), s.specErr.Error())
 		// The password Secret a spec names is not watched (the user ConfigMap is): look
@@ -103,6 +105,18 @@ func (r *Reconciler) act(ctx context.Context, s *scope) (ctrl.Result, error) {
 		return ctrl.Result{}, err
 	}
 	return action(r, ctx, s)
+}
+
+// warnNotices says each notice (a problem that does not stop the reconcile) as a Warning,
+// once.
+func (r *Reconciler) warnNotices(s *scope) {
+	for _, n := range s.notices {
+		reason := ReasonNameClash
+		if n == s.passwordNotice {
+			reason = ReasonNoPassword
+		}
+		r.warnIfNew(s, reason, n)
+	}
 }
 
 // changed reports whether acts hold one that changes the cluster: a re-announcing MEET

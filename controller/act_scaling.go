@@ -77,25 +77,13 @@ func (r *Reconciler) reconcileScale(ctx context.Context, s *scope) (ctrl.Result,
 	}
 	rc := s.cluster
 	// A step may turn replica migration off on nodes the resize ends up keeping.
-	r.migrationChecked.Delete(client.ObjectKeyFromObject(rc))
+	r.memory(rc).migrationChecked = false
 	desired := s.desiredReplicas()
-	sts := s.statefulSet
-	if sts == nil || sts.Spec.Replicas == nil {
+	members, current, ok := scaleMembers(s)
+	if !ok {
 		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
 	}
-	current := int(*sts.Spec.Replicas)
-	need := max(current, desired)
-	// Every pod of either size: on scale-in the leaving ones are emptied first.
-	if len(s.members) < need {
-		s.reason = fmt.Sprintf("Scaling: %d/%d pods running", len(s.members), need)
-		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
-	}
-	members := s.members[:need]
-	for i, m := range members {
-		if m.Pod != fmt.Sprintf("%s-%d", rc.Name, i) {
-			return ctrl.Result{RequeueAfter: requeueWaiting}, nil
-		}
-	}
+	need := len(members)
 	req, err := scaleRequest(rc, desired)
 	if err != nil {
 		// decide has failed the phase already (cannotProceed); a paused cluster does not act.
@@ -120,10 +108,55 @@ func (r *Reconciler) reconcileScale(ctx context.Context, s *scope) (ctrl.Result,
 		log.FromContext(ctx).Info("Migrated slots", "slots", p.MovedSlots, "keys", p.MovedKeys, "remaining", p.Remaining)
 		r.recordMilestone(s)
 	}
+	if err != nil {
+		return r.scaleStepFailed(s, err, current, desired)
+	}
+	s.reason = "Scaling: " + p.Phase
+	if p.Remaining > 0 {
+		s.reason = fmt.Sprintf("Scaling: %s, %d slots left", p.Phase, p.Remaining)
+	}
+	if p.Done && current > desired {
+		if err := r.shrinkStatefulSet(ctx, s, desired); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if p.Remaining > 0 || changed(p.Actions) || p.MovedSlots > 0 {
+		return ctrl.Result{RequeueAfter: requeueNext}, nil
+	}
+	return ctrl.Result{RequeueAfter: requeueSoon}, nil
+}
+
+// scaleMembers are the members a resize step works on: every pod of the applied size and
+// of the new one (on scale-in the leaving ones are emptied first), in ordinal order, with
+// the applied size; false, with the reason said, while one is not running yet.
+func scaleMembers(s *scope) ([]topology.Member, int, bool) {
+	sts := s.statefulSet
+	if sts == nil || sts.Spec.Replicas == nil {
+		return nil, 0, false
+	}
+	current := int(*sts.Spec.Replicas)
+	need := max(current, s.desiredReplicas())
+	if len(s.members) < need {
+		s.reason = fmt.Sprintf("Scaling: %d/%d pods running", len(s.members), need)
+		return nil, current, false
+	}
+	members := s.members[:need]
+	for i, m := range members {
+		if m.Pod != fmt.Sprintf("%s-%d", s.cluster.Name, i) {
+			return nil, current, false
+		}
+	}
+	return members, current, true
+}
+
+// scaleStepFailed says why a resize step ended with err: a refusal fails the phase in
+// this reconcile (decideAgainAfterRefusal), a stuck key is tried again after its backoff,
+// anything else soon.
+func (r *Reconciler) scaleStepFailed(s *scope, err error, current, desired int) (ctrl.Result, error) {
 	var stuck *redis.StuckKeyError
 	switch {
 	case errors.Is(err, topology.ErrRefused):
-		reason, msg := scaleRefusal(rc, err, current, desired)
+		reason, msg := scaleRefusal(s.cluster, err, current, desired)
 		r.warnOnce(s, reason, msg)
 		s.reason = "" // the phase's own reason carries msg: say it once
 		return ctrl.Result{RequeueAfter: requeueFailed}, r.decideAgainAfterRefusal(s, errors.New(msg))
@@ -132,32 +165,30 @@ func (r *Reconciler) reconcileScale(ctx context.Context, s *scope) (ctrl.Result,
 		// backoff, not at once.
 		r.warnOnce(s, ReasonMigrationStuck, "Scaling: "+stuckReason(s.members, stuck))
 		return ctrl.Result{RequeueAfter: redis.StuckBackoff}, nil
-	case err != nil:
-		r.warnOnce(s, ReasonRedisError, fmt.Sprintf("Scaling: %v", err))
-		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
 	}
-	s.reason = "Scaling: " + p.Phase
-	if p.Remaining > 0 {
-		s.reason = fmt.Sprintf("Scaling: %s, %d slots left", p.Phase, p.Remaining)
-	}
-	if p.Done && current > desired {
-		// The leaving nodes hold nothing and nobody knows them: shrink the StatefulSet.
-		log.FromContext(ctx).Info("Shrinking StatefulSet", "StatefulSet", klog.KRef(rc.Namespace, rc.Name), "replicas", desired)
-		for _, obj := range s.desired {
-			if obj.GetKind() == "StatefulSet" {
-				_ = unstructured.SetNestedField(obj.Object, int64(desired), "spec", "replicas")
-				s.stale = []*unstructured.Unstructured{obj}
-			}
+	r.warnOnce(s, ReasonRedisError, fmt.Sprintf("Scaling: %v", err))
+	return ctrl.Result{RequeueAfter: requeueWaiting}, nil
+}
+
+// shrinkStatefulSet applies the StatefulSet at the smaller size once the leaving nodes
+// hold nothing and nobody knows them. It applies a copy of the desired StatefulSet with
+// that size: what decide derived stays as decided (heldSize held the larger size until
+// the step said it was done, which only acting could know).
+func (r *Reconciler) shrinkStatefulSet(ctx context.Context, s *scope, desired int) error {
+	rc := s.cluster
+	log.FromContext(ctx).Info("Shrinking StatefulSet", "StatefulSet", klog.KRef(rc.Namespace, rc.Name), "replicas", desired)
+	for _, obj := range s.desired {
+		if obj.GetKind() != "StatefulSet" {
+			continue
 		}
-		if _, err := r.applyObjects(ctx, s); err != nil {
-			return ctrl.Result{}, err
+		shrunk := obj.DeepCopy()
+		_ = unstructured.SetNestedField(shrunk.Object, int64(desired), "spec", "replicas")
+		if _, err := r.apply(ctx, s, []*unstructured.Unstructured{shrunk}); err != nil {
+			return err
 		}
-		r.Recorder.Eventf(rc, "Normal", ReasonApplied, "Shrank StatefulSet %s to %d pods", rc.Name, desired)
 	}
-	if p.Remaining > 0 || changed(p.Actions) || p.MovedSlots > 0 {
-		return ctrl.Result{RequeueAfter: requeueNext}, nil
-	}
-	return ctrl.Result{RequeueAfter: requeueSoon}, nil
+	r.Recorder.Eventf(rc, "Normal", ReasonApplied, "Shrank StatefulSet %s to %d pods", rc.Name, desired)
+	return nil
 }
 
 // scaleStep is redis.Scale with the collector's target raised (gcWhileMoving) until it

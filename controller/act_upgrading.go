@@ -102,9 +102,11 @@ func (r *Reconciler) reconcileUpgrade(ctx context.Context, s *scope) (ctrl.Resul
 // warnStopped says why the roll stopped, with a Warning the first time this stop is seen.
 func (r *Reconciler) warnStopped(s *scope, msg string) {
 	s.reason = msg
-	if last, ok := r.stopsWarned.Swap(client.ObjectKeyFromObject(s.cluster), msg); ok && last == msg {
+	mem := r.memory(s.cluster)
+	if mem.stopWarned == msg {
 		return
 	}
+	mem.stopWarned = msg
 	r.Recorder.Event(s.cluster, corev1.EventTypeWarning, ReasonUpgradeStopped, msg)
 }
 
@@ -193,9 +195,9 @@ func (r *Reconciler) failOver(ctx context.Context, s *scope, m, target *topology
 		return ctrl.Result{RequeueAfter: requeueWaiting}, nil
 	}
 	countFailover(s.cluster, failoverManual)
-	r.failovers.Store(client.ObjectKeyFromObject(s.cluster), failoverSent{
+	r.memory(s.cluster).failover = &failoverSent{
 		replicaID: target.ID(), replicaPod: target.Pod, masterPod: m.Pod, at: s.now,
-	})
+	}
 	r.Recorder.Eventf(s.cluster, corev1.EventTypeNormal, reason, "Failing over %s to %s %s", m.Pod, target.Pod, why)
 	s.reason = fmt.Sprintf("Failing over %s to %s", m.Pod, target.Pod)
 	return ctrl.Result{RequeueAfter: requeueFailover}, nil
@@ -205,14 +207,13 @@ func (r *Reconciler) failOver(ctx context.Context, s *scope, m, target *topology
 // until every member agrees the replica is a master, nothing else is done (not even
 // healing, which would read the half-swapped view as damage).
 func (r *Reconciler) failoverInFlight(s *scope) (bool, string) {
-	key := client.ObjectKeyFromObject(s.cluster)
-	v, ok := r.failovers.Load(key)
-	if !ok {
+	mem := r.memory(s.cluster)
+	sent := mem.failover
+	if sent == nil {
 		return false, ""
 	}
-	sent := v.(failoverSent)
 	if s.redis.AllSeeMaster(sent.replicaID) || s.now.Sub(sent.at) > failoverWait {
-		r.failovers.Delete(key)
+		mem.failover = nil
 		return false, ""
 	}
 	return true, fmt.Sprintf("Waiting for %s to take over from %s", sent.replicaPod, sent.masterPod)
@@ -232,7 +233,7 @@ func (r *Reconciler) restartPod(ctx context.Context, s *scope, name, event strin
 		r.Recorder.Event(s.cluster, corev1.EventTypeNormal, ReasonUpgrade, event)
 	}
 	// The roll moves on: a later stop, even for the same pod and cause, is news again.
-	r.stopsWarned.Delete(client.ObjectKeyFromObject(s.cluster))
+	r.memory(s.cluster).stopWarned = ""
 	s.reason = "Restarting " + name + " on the new template"
 	// Give the cache time to see the pod go, so the next reconcile does not pick it again.
 	return ctrl.Result{RequeueAfter: requeueWaiting}, nil

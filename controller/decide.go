@@ -3,18 +3,23 @@ package controller
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 	"github.com/hc-middleware/redis-cluster-operator/fsm"
+	"github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // decide reduces what was observed to the facts the guards read (observation, with every
 // cannot-proceed fact known before acting), lets the phase machine decide the phase, and
-// derives from that phase the objects to apply (deriveDesired).
-func (r *Reconciler) decide(_ context.Context, s *scope) error {
+// derives from that phase the objects to apply (deriveDesired). Its one look at Redis is
+// a read whose need depends on the stored phase (readReplication).
+func (r *Reconciler) decide(ctx context.Context, s *scope) error {
+	r.readReplication(ctx, s)
 	d, err := fsm.Evaluate(s.cluster.Status.Phase, r.observation(s))
 	if err != nil {
 		return fmt.Errorf("failed to evaluate phase of RedisCluster %s: %w", s.cluster.Name, err)
@@ -171,4 +176,54 @@ func restored(rc *redisv1alpha1.RedisCluster) bool {
 	}
 	st := rc.Status.Restore
 	return st != nil && st.Backup == from.Backup && st.CompletedAt != nil
+}
+
+// readReplication reads INFO replication of the replicas when a roll may be under way
+// (upgradeMayBeUnderWay): a read only, the one decide makes, because whether it is worth
+// its cost depends on the stored phase, which observe never reads. Read once a
+// reconcile: a second decide (act's, after a refused live directive) reuses it.
+func (r *Reconciler) readReplication(ctx context.Context, s *scope) {
+	if s.redis == nil || s.replication != nil || !upgradeMayBeUnderWay(s) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, observeBudget)
+	defer cancel()
+	s.replication = observeReplication(ctx, r.factoryFor(s), s.redis)
+}
+
+// upgradeMayBeUnderWay says whether INFO replication is worth reading: only Upgrading's
+// guard (UpgradeDone) and the failovers (of a roll, or a hand-over from a pod being deleted,
+// handover.go) read it, so it is read while the stored phase is Upgrading, the pods are
+// about to be rolled (a new template, outdated pods) or a pod is terminating. A cost
+// choice, decide's because it reads the stored phase: an idle Running cluster is spared
+// a command per replica each health check, and the facts the machine evaluates in other
+// phases do not depend on it.
+func upgradeMayBeUnderWay(s *scope) bool {
+	return s.cluster.Status.Phase == fsm.Upgrading || s.templateChanged || podsOutdated(s) || len(terminatingPods(s)) > 0
+}
+
+// observeReplication reads INFO replication from every reachable replica, all at once so
+// it costs one round trip. A replica that does not answer is left out, so it is neither a
+// failover target nor counted in sync.
+func observeReplication(ctx context.Context, f redis.Factory, st *topology.ClusterState) map[string]topology.Replication {
+	out := map[string]topology.Replication{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range st.Members {
+		m := &st.Members[i]
+		if self := m.Self(); self == nil || !self.Replica {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r, err := f.For(m.Addr).Replication(ctx); err == nil {
+				mu.Lock()
+				out[m.Pod] = r
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return out
 }

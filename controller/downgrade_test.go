@@ -60,13 +60,13 @@ func TestDowngradeIsRefusedBeforeAnyPodMoves(t *testing.T) {
 	// Instances that said they run Valkey 9.1 (what learnServers remembers per process),
 	// and a spec asking for Valkey 8.1, which reads up to RDB 11.
 	key := types.NamespacedName{Namespace: rc.Namespace, Name: rc.Name}
-	known, _ := h.r.servers.Load(key)
+	known := h.r.memoryOf(key).servers
 	valkey := map[string]topology.Server{}
-	for id := range known.(map[string]topology.Server) {
+	for id := range known {
 		valkey[id] = topology.Server{Name: topology.ServerValkey, Version: "9.1.2"}
 	}
 	g.Expect(valkey).To(HaveLen(6))
-	h.r.servers.Store(key, valkey)
+	h.r.memoryOf(key).servers = valkey
 	update(t, rc, func(s *redisv1alpha1.RedisClusterSpec) { s.Repository = "valkey/valkey"; s.Version = "8.1" })
 	refused("spec.repository and spec.version: valkey/valkey:8.1 cannot load",
 		"6 instances run valkey 9.1.2, which writes RDB 80; valkey 8.1 reads RDB up to 11")
@@ -79,7 +79,7 @@ func TestDowngradeIsRefusedBeforeAnyPodMoves(t *testing.T) {
 		"valkey 9.1.2, which writes RDB 80; redis 8.0 reads RDB up to 12")
 
 	// An image whose name does not tell the server: the roll goes on as before.
-	h.r.servers.Store(key, known)
+	h.r.memoryOf(key).servers = known
 	update(t, rc, func(s *redisv1alpha1.RedisClusterSpec) {
 		s.Repository, s.Version, s.Pod = "library/redis", "6.2-alpine", nil
 	})

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis"
@@ -27,9 +26,12 @@ const promoteAfter = 15 * time.Second
 
 // healOptions are the healer's own-failover settings for this cluster.
 func (r *Reconciler) healOptions(s *scope) redis.HealOptions {
-	w, _ := r.failWatches.LoadOrStore(client.ObjectKeyFromObject(s.cluster), redis.NewFailWatch())
+	mem := r.memory(s.cluster)
+	if mem.failWatch == nil {
+		mem.failWatch = redis.NewFailWatch()
+	}
 	pipeline, _ := s.cluster.Spec.PipelineKeys() // an invalid value: the default
-	return redis.HealOptions{Watch: w.(*redis.FailWatch), PromoteAfter: promoteAfter, Now: r.now, Pipeline: pipeline, NodeTimeout: nodeTimeout(s)}
+	return redis.HealOptions{Watch: mem.failWatch, PromoteAfter: promoteAfter, Now: r.now, Pipeline: pipeline, NodeTimeout: nodeTimeout(s)}
 }
 
 // needsHealing reports whether a cluster that was formed once is not whole: an instance

@@ -1,10 +1,12 @@
 package controller
 
 import (
+	"context"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
 	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
@@ -35,21 +37,25 @@ func TestIdleReconcileCost(t *testing.T) {
 	}
 }
 
-// TestForgetClosesPools: a deleted cluster's clients and per-cluster memory are dropped.
+// TestForgetClosesPools: a deleted cluster's clients and per-cluster memory are dropped by
+// the reconcile that finds it gone.
 func TestForgetClosesPools(t *testing.T) {
 	h := newHarness(t)
 	key := types.NamespacedName{Namespace: "ns", Name: "gone"}
 	h.r.redis.factory(key, credentials{})
-	h.r.failovers.Store(key, failoverSent{})
-	h.r.servers.Store(key, map[string]topology.Server{})
-	h.r.forget(key)
+	mem := h.r.memoryOf(key)
+	mem.failover = &failoverSent{}
+	mem.servers = map[string]topology.Server{}
+	if _, err := h.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: key}); err != nil {
+		t.Fatal(err)
+	}
 	if _, ok := h.r.redis.byCR[key]; ok {
 		t.Error("the deleted cluster's Redis clients are still held")
 	}
-	if _, ok := h.r.servers.Load(key); ok {
-		t.Error("the deleted cluster's servers are still remembered")
+	if _, ok := h.r.memories.Load(key); ok {
+		t.Error("the deleted cluster's memory is still held")
 	}
-	if _, ok := h.r.failovers.Load(key); ok {
-		t.Error("the deleted cluster's failover memory is still held")
+	if got := h.r.memoryOf(key); got == mem || got.servers != nil || got.failover != nil {
+		t.Error("a cluster made again under the same name starts with the old one's memory")
 	}
 }

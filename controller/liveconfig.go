@@ -16,10 +16,11 @@ import (
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 	"github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // Live configuration (docs/configuration.md). redis.conf is the ConfigMap NAME-config; its
-// live directives (redis.LiveDirectives) are left out of the pod template's config hash,
+// live directives (topology.LiveDirectives) are left out of the pod template's config hash,
 // so changing them rolls no pod: the operator gives every node the new values with
 // CONFIG SET. The ConfigMap holds them too, so a pod that starts later reads them; there
 // is no CONFIG REWRITE, because redis.conf is a ConfigMap volume the kubelet mounts
@@ -46,42 +47,53 @@ const (
 
 // liveConf is what one reconcile knows and did about redis.conf.
 type liveConf struct {
-	// want are the live directives the rendered redis.conf sets (observeLiveConfig).
+	// want are the live directives the rendered redis.conf sets; nil when it renders
+	// none or the spec is refused (observeLiveConfig).
 	want map[string]string
 	// change names the directives that differ between the applied ConfigMap and the
 	// rendered one; empty when they are the same (observeLiveConfig).
-	change redis.ConfChange
+	change topology.ConfChange
 	// status is what to record in status.liveConfig; nil keeps what is there (act).
 	status *redisv1alpha1.LiveConfigStatus
 	// condition is the Configured condition to set; nil keeps what is there (act).
 	condition *metav1.Condition
 }
 
-// observeLiveConfig reads what the rendered redis.conf changes, and tries a change of the
-// live directives on one node (setting everything back at once), so a value Redis refuses
-// refuses the spec before anything is applied: no ConfigMap a restarted pod would fail on,
-// no node half-changed.
-func (r *Reconciler) observeLiveConfig(ctx context.Context, s *scope) {
+// observeLiveConfig reads what the rendered redis.conf changes: the live directives it
+// sets and the directives that differ from the applied ConfigMap. It sends nothing to
+// Redis; the trial of a change is act's (tryLiveConfig).
+func (r *Reconciler) observeLiveConfig(s *scope) {
 	conf, ok := renderedConf(s)
 	if !ok || s.specErr != nil {
 		return
 	}
 	s.conf.want = liveSettings(s.cluster, conf)
 	if cm, ok := s.live["ConfigMap/"+configMapName(s.cluster.Name)].(*corev1.ConfigMap); ok {
-		s.conf.change = redis.DiffConf(cm.Data["redis.conf"], conf)
+		s.conf.change = topology.DiffConf(cm.Data["redis.conf"], conf)
 	}
-	if s.cluster.Spec.Pause || !formedOnce(&s.cluster.Status) || maps.Equal(appliedLive(s), s.conf.want) {
-		return
+}
+
+// tryLiveConfig tries a change of the live directives on one node (setting everything
+// back at once), first thing in act, so a value Redis refuses refuses the spec before
+// anything is applied: no ConfigMap a restarted pod would fail on, no node half-changed.
+// It reports whether Redis refused (s.specErr then says so): the reconcile decides again
+// with the spec refused, as if the refusal had been observed.
+func (r *Reconciler) tryLiveConfig(ctx context.Context, s *scope) bool {
+	if s.conf.want == nil || s.specErr != nil || s.cluster.Spec.Pause || !formedOnce(&s.cluster.Status) || maps.Equal(appliedLive(s), s.conf.want) {
+		return false
 	}
 	addr, ok := firstReachable(s)
 	if !ok {
-		return
+		return false
 	}
-	err := redis.TryLive(ctx, r.factoryFor(s), addr, redis.LiveCommands(appliedLive(s), s.conf.want))
-	if refused := (*redis.ConfigRefusedError)(nil); errors.As(err, &refused) {
-		s.specErr = &refusal{reason: ReasonConfigRefused, err: fmt.Errorf(
-			"%s: %v; nothing was changed, on any node or in ConfigMap %s", confSource(s), err, configMapName(s.cluster.Name))}
+	err := redis.TryLive(ctx, r.factoryFor(s), addr, topology.LiveCommands(appliedLive(s), s.conf.want))
+	refused := (*redis.ConfigRefusedError)(nil)
+	if !errors.As(err, &refused) {
+		return false
 	}
+	s.specErr = &refusal{reason: ReasonConfigRefused, err: fmt.Errorf(
+		"%s: %v; nothing was changed, on any node or in ConfigMap %s", confSource(s), err, configMapName(s.cluster.Name))}
+	return true
 }
 
 // reconcileLiveConfig gives the live directives to the nodes that lack them: every
@@ -99,7 +111,7 @@ func (r *Reconciler) reconcileLiveConfig(ctx context.Context, s *scope) error {
 		had = s.original.LiveConfig.Nodes
 	}
 	targets, nodes := liveTargets(s, had)
-	cmds := redis.LiveCommands(applied, s.conf.want)
+	cmds := topology.LiveCommands(applied, s.conf.want)
 	if len(targets) > 0 && len(cmds) > 0 {
 		if err := redis.ApplyLive(ctx, r.factoryFor(s), targets, cmds); err != nil {
 			return r.liveRefused(s, err)
@@ -194,7 +206,7 @@ func renderedConf(s *scope) (string, bool) {
 // liveSettings are redis.conf's live directives, but maxmemory when the pods' env sets
 // MAXMEMORY: its --maxmemory argument wins over redis.conf at every start.
 func liveSettings(rc *redisv1alpha1.RedisCluster, conf string) map[string]string {
-	want := redis.LiveSettings(conf)
+	want := topology.LiveSettings(conf)
 	for _, e := range rc.Spec.PodTemplate().Env {
 		if e.Name == "MAXMEMORY" {
 			delete(want, "maxmemory")
@@ -281,7 +293,7 @@ func settingsText(cmds []redis.Setting) string {
 func nodeTimeout(s *scope) time.Duration {
 	d := time.Duration(0)
 	take := func(conf string) {
-		if v, ok := redis.ConfNodeTimeout(conf); ok && (d == 0 || v < d) {
+		if v, ok := topology.ConfNodeTimeout(conf); ok && (d == 0 || v < d) {
 			d = v
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -17,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
-	"github.com/hc-middleware/redis-cluster-operator/fsm"
 	"github.com/hc-middleware/redis-cluster-operator/redis"
 	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
@@ -36,7 +34,7 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) error {
 		return err
 	}
 	r.observeRedis(ctx, s)
-	r.observeLiveConfig(ctx, s)
+	r.observeLiveConfig(s)
 	return nil
 }
 
@@ -260,46 +258,6 @@ func (r *Reconciler) observeRedis(ctx context.Context, s *scope) {
 	r.learnServers(ctx, f, s, st)
 	// Before anything reads templateChanged: a refused image is no change of template.
 	observeDowngrade(s, r.knownServers(s))
-	if upgradeMayBeUnderWay(s) {
-		s.replication = observeReplication(ctx, f, st)
-	}
-}
-
-// upgradeMayBeUnderWay says whether INFO replication is worth reading: only Upgrading's
-// guard (UpgradeDone) and the failovers (of a roll, or a hand-over from a pod being deleted,
-// handover.go) read it, so it is read while the stored phase is Upgrading, the pods are
-// about to be rolled (a new template, outdated pods) or a pod is terminating. This is
-// observe's one look at the stored phase, a cost choice: an idle Running cluster is
-// spared a command per replica each health check, and the facts the machine evaluates
-// in other phases do not depend on it.
-func upgradeMayBeUnderWay(s *scope) bool {
-	return s.cluster.Status.Phase == fsm.Upgrading || s.templateChanged || podsOutdated(s) || len(terminatingPods(s)) > 0
-}
-
-// observeReplication reads INFO replication from every reachable replica, all at once so
-// it costs one round trip. A replica that does not answer is left out, so it is neither a
-// failover target nor counted in sync.
-func observeReplication(ctx context.Context, f redis.Factory, st *topology.ClusterState) map[string]topology.Replication {
-	out := map[string]topology.Replication{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for i := range st.Members {
-		m := &st.Members[i]
-		if self := m.Self(); self == nil || !self.Replica {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if r, err := f.For(m.Addr).Replication(ctx); err == nil {
-				mu.Lock()
-				out[m.Pod] = r
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	return out
 }
 
 // podsByOrdinal orders the pods by their StatefulSet ordinal; a gap is a nil entry.

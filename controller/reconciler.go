@@ -13,7 +13,6 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -60,30 +59,9 @@ type Reconciler struct {
 	Options   Options
 	redis     *redisClients
 	now       func() time.Time
-	// failovers remembers, per cluster, the CLUSTER FAILOVER last sent (failoverSent), so
-	// a failover in flight is waited for rather than sent again. Lost on restart, which
-	// only means one more FAILOVER to a replica that is already taking over.
-	failovers sync.Map
-	// servers remembers, per cluster, what each Redis process runs (learnServers), so
-	// INFO server is read once per process, not every reconcile.
-	servers sync.Map
-	// progress remembers, per cluster, the status.progress last computed (rememberProgress):
-	// a resize step starts at once after the last, often from a cached CR that has not
-	// seen the status just written, and the step after a conflicting write must not lose
-	// the slots that one counted. Lost on restart: the status is the fallback.
-	progress sync.Map
-	// stopsWarned remembers, per cluster, the last "Upgrade stopped" Warning, so a pod that
-	// flaps between crashes and short runs is reported once, whatever the cached status says.
-	stopsWarned sync.Map
-	// failWatches keeps, per cluster, a *redis.FailWatch: since when each slot owner has
-	// been seen failing, so healing promotes a replica Redis will not (promoteAfter).
-	failWatches sync.Map
-	// holdsChecked remembers, per cluster, that releaseStaleHolds found no raised
-	// cluster-node-timeout left by an earlier operator process.
-	holdsChecked sync.Map
-	// migrationChecked remembers, per cluster, that restoreReplicaMigration found every
-	// node with redis.conf's cluster-allow-replica-migration since the last resize step.
-	migrationChecked sync.Map
+	// memories holds each cluster's *clusterMemory (memory.go): what the reconciler
+	// remembers of it between reconciles, dropped by forget.
+	memories sync.Map
 	// restores keeps, per cluster created with spec.restoreFrom, its restore under way
 	// (a *restoreState): the goroutine writing the keys and the backoff of its retries.
 	// Lost on restart: status.restore says the restore started, and it starts again.
@@ -183,9 +161,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	s := &scope{cluster: rc, original: *rc.Status.DeepCopy(), now: r.now()}
 	// step names the step under way, for redis_operator_reconcile_errors_total.
 	step := "observe"
-	if v, ok := r.progress.Load(req.NamespacedName); ok {
-		s.remembered = v.(*redisv1alpha1.OperationProgress)
-	}
+	s.remembered = r.memoryOf(req.NamespacedName).progress
 	defer func() {
 		if retErr != nil {
 			countReconcileError(rc, step)
@@ -214,21 +190,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	log.FromContext(ctx).V(1).Info("Decided", "phase", s.decision.Phase, "event", s.decision.Event, "reason", s.decision.Reason)
 	step = "act"
 	return r.act(ctx, s)
-}
-
-// forget drops what the reconciler keeps for a cluster that no longer exists: its Redis
-// connection pools (closed) and its per-cluster memory, so a deleted cluster costs nothing.
-func (r *Reconciler) forget(key types.NamespacedName) {
-	r.redis.forget(key)
-	r.failWatches.Delete(key)
-	r.failovers.Delete(key)
-	r.servers.Delete(key)
-	r.stopsWarned.Delete(key)
-	r.progress.Delete(key)
-	r.holdsChecked.Delete(key)
-	r.migrationChecked.Delete(key)
-	r.forgetRestore(key)
-	forgetMetrics(key)
 }
 
 // healthCheckInterval is Options.HealthCheckInterval, requeueRunning when unset.

@@ -19,7 +19,7 @@ type RedisClientOptions struct {
 	DialTimeout, ReadTimeout, WriteTimeout time.Duration
 	PoolSize                               int
 	IdleTimeout                            time.Duration
-	// Hooks are added to every Redis client, e.g. a redis.CommandCounter in tests.
+	// Hooks are added to every Redis client, e.g. a redistest.CommandCounter in tests.
 	Hooks []goredis.Hook
 }
 

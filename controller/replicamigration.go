@@ -4,10 +4,10 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // ReasonReplicaMigrationRestored: nodes a scale-in had told not to follow their slots
@@ -22,15 +22,14 @@ const ReasonReplicaMigrationRestored = "ReplicaMigrationRestored"
 // reconcile that finds the cluster Running and whole: a CONFIG GET per node. A node that
 // cannot be read is looked at again on a later reconcile.
 func (r *Reconciler) restoreReplicaMigration(ctx context.Context, s *scope) {
-	key := client.ObjectKeyFromObject(s.cluster)
-	if _, done := r.migrationChecked.Load(key); done {
+	if r.memory(s.cluster).migrationChecked {
 		return
 	}
 	conf, ok := renderedConf(s)
 	if !ok {
 		return
 	}
-	want := redis.ConfValue(conf, redis.ReplicaMigration, "yes")
+	want := topology.ConfValue(conf, redis.ReplicaMigration, "yes")
 	addrs := s.memberAddrs()
 	n, err := redis.RestoreReplicaMigration(ctx, r.factoryFor(s), addrs, want)
 	if n > 0 {
@@ -41,5 +40,5 @@ func (r *Reconciler) restoreReplicaMigration(ctx context.Context, s *scope) {
 		log.FromContext(ctx).Info("could not check "+redis.ReplicaMigration+" on every instance; will look again", "error", err.Error())
 		return
 	}
-	r.migrationChecked.Store(key, true)
+	r.memory(s.cluster).migrationChecked = true
 }

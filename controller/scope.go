@@ -80,7 +80,7 @@ type scope struct {
 	replication map[string]topology.Replication
 
 	// conf is what redis.conf changes and what was done about its live directives
-	// (observeLiveConfig, reconcileLiveConfig).
+	// (observeLiveConfig, tryLiveConfig, reconcileLiveConfig).
 	conf liveConf
 
 	// decision is what the phase machine decided for this reconcile (decide).

@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis"
 	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
@@ -19,9 +18,7 @@ import (
 // restart or a new image changes, so an idle reconcile reads nothing more and an upgraded
 // node is read again. Best effort: a node that does not answer stays unknown.
 func (r *Reconciler) learnServers(ctx context.Context, f redis.Factory, s *scope, st *topology.ClusterState) {
-	key := client.ObjectKeyFromObject(s.cluster)
-	prev, _ := r.servers.Load(key)
-	known, _ := prev.(map[string]topology.Server)
+	known := r.memory(s.cluster).servers
 	next := map[string]topology.Server{}
 	pods := map[string]*corev1.Pod{}
 	for _, p := range s.pods {
@@ -59,15 +56,14 @@ func (r *Reconciler) learnServers(ctx context.Context, f redis.Factory, s *scope
 		}()
 	}
 	wg.Wait()
-	r.servers.Store(key, next)
+	r.memory(s.cluster).servers = next
 }
 
 // knownServers are what the cluster's instances said they run (INFO server), as
 // learnServers last remembered them: this reconcile's answers when Redis answered, the
 // last ones when it did not.
 func (r *Reconciler) knownServers(s *scope) []topology.Server {
-	v, _ := r.servers.Load(client.ObjectKeyFromObject(s.cluster))
-	known, _ := v.(map[string]topology.Server)
+	known := r.memory(s.cluster).servers
 	var out []topology.Server
 	for _, srv := range known {
 		if srv.Known() {

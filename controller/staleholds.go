@@ -6,10 +6,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // ReasonHoldReleased: a raised cluster-node-timeout left by an earlier operator process
@@ -22,7 +22,7 @@ const ReasonHoldReleased = "HoldReleased"
 // back by the process that raises them. A node that cannot be read is looked at again on
 // a later reconcile.
 func (r *Reconciler) releaseStaleHolds(ctx context.Context, s *scope) {
-	if _, done := r.holdsChecked.Load(client.ObjectKeyFromObject(s.cluster)); done {
+	if r.memory(s.cluster).holdsChecked {
 		return
 	}
 	configured, ok := configuredNodeTimeout(s)
@@ -39,7 +39,7 @@ func (r *Reconciler) releaseStaleHolds(ctx context.Context, s *scope) {
 		log.FromContext(ctx).Info("could not check cluster-node-timeout on every instance; will look again", "error", err.Error())
 		return
 	}
-	r.holdsChecked.Store(client.ObjectKeyFromObject(s.cluster), true)
+	r.memory(s.cluster).holdsChecked = true
 }
 
 // configuredNodeTimeout is cluster-node-timeout as the rendered redis.conf sets it (its
@@ -49,7 +49,7 @@ func configuredNodeTimeout(s *scope) (time.Duration, bool) {
 	if !ok {
 		return 0, false
 	}
-	ms, err := strconv.ParseInt(redis.ConfValue(conf, "cluster-node-timeout", ""), 10, 64)
+	ms, err := strconv.ParseInt(topology.ConfValue(conf, "cluster-node-timeout", ""), 10, 64)
 	if err != nil || ms <= 0 {
 		return 0, false
 	}

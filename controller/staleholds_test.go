@@ -6,7 +6,6 @@ import (
 
 	goredis "github.com/go-redis/redis/v8"
 	. "github.com/onsi/gomega"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
 )
@@ -32,7 +31,7 @@ func TestStaleHoldIsReleasedByTheNextOperator(t *testing.T) {
 		c.Close()
 	}
 	// What a new process knows: nothing of this cluster.
-	h.r.holdsChecked.Delete(client.ObjectKeyFromObject(rc))
+	h.r.memory(rc).holdsChecked = false
 
 	h.reconcile(rc)
 	for _, a := range redistest.Addrs(servers) {

@@ -57,7 +57,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *scope, reconcileErr err
 		return nil
 	}
 	status := computeStatus(s, reconcileErr == nil)
-	r.progress.Store(client.ObjectKeyFromObject(s.cluster), status.Progress)
+	r.memory(s.cluster).progress = status.Progress
 	if reflect.DeepEqual(status, s.original) {
 		return nil
 	}

@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
-	"github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
 	"github.com/hc-middleware/redis-cluster-operator/render"
 )
 
@@ -82,7 +82,7 @@ type harness struct {
 	t        *testing.T
 	r        *Reconciler
 	recorder *record.FakeRecorder
-	redis    *redis.CommandCounter
+	redis    *redistest.CommandCounter
 	mu       sync.Mutex
 	apiWrite []string
 }
@@ -92,7 +92,7 @@ func newHarness(t *testing.T) *harness {
 	if apiClient == nil {
 		t.Skip("envtest binaries are absent")
 	}
-	h := &harness{t: t, recorder: record.NewFakeRecorder(1000), redis: redis.NewCommandCounter()}
+	h := &harness{t: t, recorder: record.NewFakeRecorder(1000), redis: redistest.NewCommandCounter()}
 	count := func(verb string) func(obj client.Object) {
 		return func(obj client.Object) {
 			h.mu.Lock()

@@ -178,23 +178,6 @@ func (a *admin) SetMasterAuth(ctx context.Context, password string) error {
 	return nil
 }
 
-// ACLAdmin is what the operator needs on a node to manage passwords and users.
-type ACLAdmin interface {
-	ACLSetUser(ctx context.Context, u User) error
-	ACLDelUser(ctx context.Context, name string) error
-	ACLUsers(ctx context.Context) ([]string, error)
-	SetMasterAuth(ctx context.Context, password string) error
-}
-
-// ACL returns the ACL calls of an Admin made by a Factory.
-func ACL(a Admin) (ACLAdmin, error) {
-	m, ok := a.(ACLAdmin)
-	if !ok {
-		return nil, fmt.Errorf("failed to manage ACL users on %s: this Admin cannot", a.Addr())
-	}
-	return m, nil
-}
-
 // isWrongPass reports an AUTH refused for a wrong password or an unknown user.
 func isWrongPass(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "WRONGPASS")

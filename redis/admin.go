@@ -15,35 +15,101 @@ import (
 	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
-// Admin is the handful of Redis calls the operator makes on one node. Keeping it this small
-// makes every Redis write easy to find and to count.
+// Admin is every command the operator sends to one Redis node, grouped by what it is for
+// (docs/architecture.md lists them with their callers). It is the one list: no caller
+// looks for more behind a type assertion. The admin of a Factory implements all of it;
+// each method's comment names the command.
 type Admin interface {
 	// Addr is the node's "ip:port".
 	Addr() string
+
+	// Reading the node and its view of the cluster.
+
+	// ClusterNodes reads CLUSTER NODES; ClusterInfo reads CLUSTER INFO.
 	ClusterNodes(ctx context.Context) ([]topology.Node, error)
 	ClusterInfo(ctx context.Context) (topology.ClusterInfo, error)
 	// Server reads INFO server: which server (Redis, Valkey) and version the node runs.
 	Server(ctx context.Context) (topology.Server, error)
 	// DBSize counts the node's keys; bootstrap refuses to claim a node that holds data.
 	DBSize(ctx context.Context) (int64, error)
+	// Replication reads INFO replication: the role and, on a replica, its link state.
+	Replication(ctx context.Context) (topology.Replication, error)
+	// Memory reads INFO memory, for the capacity check before slots move (capacity.go).
+	Memory(ctx context.Context) (topology.Memory, error)
+	// Redirects sums INFO errorstats' MOVED and ASK replies, to wait for clients to stop
+	// reaching a leaving node (leaving.go).
+	Redirects(ctx context.Context) (int64, error)
+
+	// Forming the cluster: bootstrap, healing, resizing (execute.go runs them as actions).
+
 	// Meet asks this node to handshake with the node at addr ("ip:port").
 	Meet(ctx context.Context, addr string) error
+	// SetConfigEpoch gives a fresh node its config epoch before it meets others.
+	SetConfigEpoch(ctx context.Context, epoch uint64) error
 	// AddSlotsRange assigns the range to this node (ADDSLOTSRANGE, or ADDSLOTS on Redis < 7).
 	AddSlotsRange(ctx context.Context, r topology.SlotRange) error
 	// Replicate makes this node a replica of masterID.
 	Replicate(ctx context.Context, masterID string) error
 	// Forget removes a lost node from this node's table (and bans its ID for 60 s).
 	Forget(ctx context.Context, nodeID string) error
-	// SetConfigEpoch gives a fresh node its config epoch before it meets others.
-	SetConfigEpoch(ctx context.Context, epoch uint64) error
-	// Replication reads INFO replication: the role and, on a replica, its link state.
-	Replication(ctx context.Context) (topology.Replication, error)
+	// ClusterReset makes a node that left the cluster forget every other node (CLUSTER
+	// RESET SOFT), so it cannot gossip them back.
+	ClusterReset(ctx context.Context) error
+
+	// Failing over.
+
 	// Failover asks this replica to take over from its master (CLUSTER FAILOVER, the
 	// coordinated kind: the master stops writes until the replica has caught up).
 	Failover(ctx context.Context) error
 	// FailoverMode asks this replica to take over from a master that is gone, with
 	// CLUSTER FAILOVER FORCE or TAKEOVER (FailoverForce, FailoverTakeover).
 	FailoverMode(ctx context.Context, mode string) error
+
+	// Moving slots and their keys (migrate.go, bigkey.go, fixslots.go).
+
+	// SetSlot sends CLUSTER SETSLOT slot IMPORTING|MIGRATING|NODE nodeID, or STABLE;
+	// SetSlots the same for many slots in one pipeline.
+	SetSlot(ctx context.Context, slot int, state, nodeID string) error
+	SetSlots(ctx context.Context, slots []int, state, nodeID string) []error
+	// ClaimSlots makes this target own the slots with one epoch bump (MULTI, CLUSTER
+	// BUMPEPOCH, CLUSTER SETSLOT … NODE, EXEC).
+	ClaimSlots(ctx context.Context, slots []int, nodeID string) []error
+	// GetKeysInSlot and GetKeysInSlots list keys of slots (CLUSTER GETKEYSINSLOT);
+	// CountKeysInSlot counts them (CLUSTER COUNTKEYSINSLOT).
+	GetKeysInSlot(ctx context.Context, slot, count int) ([]string, error)
+	GetKeysInSlots(ctx context.Context, slots []int, count int) ([][]string, error)
+	CountKeysInSlot(ctx context.Context, slot int) (int64, error)
+	// Migrate moves keys to the node at targetAddr (MIGRATE … KEYS).
+	Migrate(ctx context.Context, targetAddr string, keys []string, replace bool, timeout time.Duration) error
+	// Dump reads a key's serialized value (ASKING + DUMP), to compare both copies of a key.
+	Dump(ctx context.Context, key string) (string, error)
+	// MemoryUsages is MEMORY USAGE of each key, sizing MIGRATE batches by bytes.
+	MemoryUsages(ctx context.Context, keys []string, asking bool) ([]int64, error)
+
+	// Configuration (CONFIG GET / CONFIG SET, never written to redis.conf).
+
+	// ConfigGet and ConfigSet read and set one parameter: live configuration, external
+	// addresses, cluster-allow-replica-migration.
+	ConfigGet(ctx context.Context, name string) (string, error)
+	ConfigSet(ctx context.Context, name, value string) error
+	// NodeTimeout and SetNodeTimeout read and set cluster-node-timeout, held up while a big
+	// key moves (bigkey.go).
+	NodeTimeout(ctx context.Context) (time.Duration, error)
+	SetNodeTimeout(ctx context.Context, d time.Duration) error
+
+	// Passwords and users (acl.go, auth.go).
+
+	// ACLSetUser makes a user exactly as given; ACLDelUser deletes one; ACLUsers lists
+	// them; SetMasterAuth sets masterauth, the password a replica sends its master.
+	ACLSetUser(ctx context.Context, u User) error
+	ACLDelUser(ctx context.Context, name string) error
+	ACLUsers(ctx context.Context) ([]string, error)
+	SetMasterAuth(ctx context.Context, password string) error
+
+	// TLS (tls.go).
+
+	// ReloadTLS asks the node to read its certificate files again.
+	ReloadTLS(ctx context.Context) error
 }
 
 // Factory hands out an Admin per node address, reusing one pooled client per address.
@@ -76,7 +142,7 @@ type Options struct {
 	// IdleTimeout closes a connection unused this long (no idle connections are kept
 	// open on purpose: MinIdleConns is 0).
 	IdleTimeout time.Duration
-	// Hooks are added to every client, e.g. a CommandCounter.
+	// Hooks are added to every client, e.g. a redistest.CommandCounter.
 	Hooks []goredis.Hook
 	// TLS, when set, is the configuration every connection dials with (spec.tls,
 	// ClientTLSConfig); nil is plain TCP.

@@ -19,10 +19,7 @@ import (
 func ApplyUsers(ctx context.Context, f Factory, addrs []string, users []User) error {
 	for _, u := range users {
 		for _, addr := range addrs {
-			acl, err := ACL(f.For(addr))
-			if err != nil {
-				return err
-			}
+			acl := f.For(addr)
 			if err := acl.ACLSetUser(ctx, u); err != nil {
 				return err
 			}
@@ -35,10 +32,7 @@ func ApplyUsers(ctx context.Context, f Factory, addrs []string, users []User) er
 func DeleteUsers(ctx context.Context, f Factory, addrs []string, names []string) error {
 	for _, name := range names {
 		for _, addr := range addrs {
-			acl, err := ACL(f.For(addr))
-			if err != nil {
-				return err
-			}
+			acl := f.For(addr)
 			if err := acl.ACLDelUser(ctx, name); err != nil {
 				return err
 			}
@@ -50,10 +44,7 @@ func DeleteUsers(ctx context.Context, f Factory, addrs []string, names []string)
 // SetMasterAuth makes every node send password to its master.
 func SetMasterAuth(ctx context.Context, f Factory, addrs []string, password string) error {
 	for _, addr := range addrs {
-		acl, err := ACL(f.For(addr))
-		if err != nil {
-			return err
-		}
+		acl := f.For(addr)
 		if err := acl.SetMasterAuth(ctx, password); err != nil {
 			return err
 		}
@@ -66,10 +57,7 @@ func SetMasterAuth(ctx context.Context, f Factory, addrs []string, password stri
 func MissingUsers(ctx context.Context, f Factory, addrs []string, names []string) ([]string, error) {
 	var out []string
 	for _, addr := range addrs {
-		acl, err := ACL(f.For(addr))
-		if err != nil {
-			return nil, err
-		}
+		acl := f.For(addr)
 		have, err := acl.ACLUsers(ctx)
 		if err != nil {
 			return nil, err
@@ -144,12 +132,8 @@ const validationUser = "redis-cluster-operator-validate"
 // throwaway user and deleting it: ACL SETUSER checks every rule, and ACL DRYRUN checks
 // commands, not rules. A refusal is a *RulesError.
 func ValidateRules(ctx context.Context, a Admin, user string, rules []string) error {
-	acl, err := ACL(a)
-	if err != nil {
-		return err
-	}
-	err = acl.ACLSetUser(ctx, User{Name: validationUser, Rules: append([]string{"off"}, rules...)})
-	if delErr := acl.ACLDelUser(ctx, validationUser); delErr != nil && err == nil {
+	err := a.ACLSetUser(ctx, User{Name: validationUser, Rules: append([]string{"off"}, rules...)})
+	if delErr := a.ACLDelUser(ctx, validationUser); delErr != nil && err == nil {
 		return delErr
 	}
 	if isRulesRefusal(err) {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	goredis "github.com/go-redis/redis/v8"
+
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // Big keys: one key whose MIGRATE takes longer than MIGRATE's default timeout (a sorted
@@ -19,7 +21,7 @@ import (
 // slot open for ever. So each batch's keys are sized first with MEMORY USAGE (a sampled
 // estimate, O(1) even for a huge key; one round trip per batch), and each key whose size
 // calls for more than the batch's timeout is moved alone with the timeout its size calls
-// for (bigKeyTimeout), capped at MaxKeyTimeout. Sizing before the first try matters: a
+// for (topology.BigKeyTimeout), capped at MaxKeyTimeout. Sizing before the first try matters: a
 // batch that times out on a big key does not stop the target's RESTORE, which runs to the
 // end (seconds of a blocked target) only for the key to be sent again. A key that times
 // out even with its own timeout is a *StuckKeyError as before: then it is the target, not
@@ -29,32 +31,12 @@ import (
 // target's RESTORE) and the target for its RESTORE: that gap in serving the slot's node is
 // Redis' and cannot be avoided by the operator; docs/migration.md gives its size.
 
-const (
-	// bigKeyRate is the MEMORY USAGE a RESTORE is assumed to rebuild per second, half of
-	// what a loaded 2-core machine measured (a 2,000,000-member sorted set: 202 MB of
-	// MEMORY USAGE, 43 MB of DUMP, MIGRATE in 7.9 s, of which 6.3 s were RESTORE).
-	bigKeyRate = 16 << 20
-	// MaxKeyTimeout caps the timeout of one key's MIGRATE. A key that needs more blocks
-	// its source for several node timeouts; it is tried with this timeout and, if it does
-	// not move, named as stuck.
-	MaxKeyTimeout = 20 * time.Second
-)
+// MaxKeyTimeout caps the timeout of one key's MIGRATE (topology.MaxKeyTimeout).
+const MaxKeyTimeout = topology.MaxKeyTimeout
 
 // BigKeyBudget is how much longer than its own budget a step that may move one big key
 // must be allowed to run: one MIGRATE with MaxKeyTimeout, as the client waits for it.
 var BigKeyBudget = callTimeout(MaxKeyTimeout)
-
-// bigKeyTimeout is the MIGRATE timeout a key of `usage` bytes (MEMORY USAGE) calls for:
-// at least floor, at most MaxKeyTimeout.
-func bigKeyTimeout(usage int64, floor time.Duration) time.Duration {
-	t := time.Duration(float64(usage) / bigKeyRate * float64(time.Second))
-	return min(max(t, floor), max(floor, MaxKeyTimeout))
-}
-
-// keySizer is what sizing keys needs from a node; the admin of a Factory has it.
-type keySizer interface {
-	MemoryUsages(ctx context.Context, keys []string, asking bool) ([]int64, error)
-}
 
 // MemoryUsages is MEMORY USAGE of each key, in one round trip; 0 for a key that does not
 // exist, which a source migrating the slot answers with ASK (the key went since it was
@@ -93,7 +75,9 @@ func (a *admin) MemoryUsages(ctx context.Context, keys []string, asking bool) ([
 // (no answer, a reply naming another owner) is an error: the step ends and the slot stays
 // open for the next, because a big key sized 0 would move without its own timeout and hold.
 func (km *keyMover) sizes(ctx context.Context, keys []string) ([]int64, bool, error) {
-	sz, ok := km.s.(keySizer)
+	// km.s is every Admin (a slotMover only by its declared type in migrate.go, which
+	// moves to Admin when that file is split): this assertion never fails on one.
+	sz, ok := km.s.(Admin)
 	if !ok || len(keys) == 0 {
 		return make([]int64, len(keys)), false, nil
 	}
@@ -130,7 +114,7 @@ func (km *keyMover) moveBig(ctx context.Context, keys *[]string, usages *[]int64
 	var rest []string
 	var restUsages []int64
 	for i, k := range *keys {
-		t := bigKeyTimeout((*usages)[i], km.timeout)
+		t := topology.BigKeyTimeout((*usages)[i], km.timeout)
 		if t <= km.timeout {
 			rest = append(rest, k)
 			restUsages = append(restUsages, (*usages)[i])
@@ -174,12 +158,6 @@ func (km *keyMover) moveBig(ctx context.Context, keys *[]string, usages *[]int64
 // holdMu makes holds of failure detection one at a time.
 var holdMu sync.Mutex
 
-// nodeTimeoutSetter is what holding failure detection needs from a node.
-type nodeTimeoutSetter interface {
-	NodeTimeout(ctx context.Context) (time.Duration, error)
-	SetNodeTimeout(ctx context.Context, d time.Duration) error
-}
-
 // NodeTimeout reads cluster-node-timeout.
 func (a *admin) NodeTimeout(ctx context.Context) (time.Duration, error) {
 	v, err := a.c.ConfigGet(ctx, "cluster-node-timeout").Result()
@@ -209,15 +187,15 @@ func holdDetection(ctx context.Context, f Factory, addrs []string, hold time.Dur
 	// would read the first's raised timeout as the one to set back, and leave it.
 	holdMu.Lock()
 	type kept struct {
-		n   nodeTimeoutSetter
+		n   Admin
 		old time.Duration
 	}
 	var set []kept
 	for _, addr := range addrs {
-		n, ok := f.For(addr).(nodeTimeoutSetter)
-		if addr == "" || !ok {
+		if addr == "" {
 			continue
 		}
+		n := f.For(addr)
 		old, err := n.NodeTimeout(ctx)
 		if err != nil || old >= hold {
 			continue
@@ -255,10 +233,7 @@ func ReleaseStaleHolds(ctx context.Context, f Factory, addrs []string, configure
 	released := 0
 	var errs []error
 	for _, addr := range addrs {
-		n, ok := f.For(addr).(nodeTimeoutSetter)
-		if !ok {
-			continue
-		}
+		n := f.For(addr)
 		cur, err := n.NodeTimeout(ctx)
 		if err == nil && cur > configured {
 			if err = n.SetNodeTimeout(ctx, configured); err == nil {

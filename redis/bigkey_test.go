@@ -96,7 +96,7 @@ func TestMigrateMovesABigKey(t *testing.T) {
 	// without failure detection held, the third master flags the source failing at once.
 	servers := redistest.Start(t, 3, healCfg)
 	members := membersOf(servers)
-	counter := NewCommandCounter()
+	counter := redistest.NewCommandCounter()
 	f := newFactory(t, Options{Hooks: []goredis.Hook{counter}})
 	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members, 3, 0); err != nil {
 		t.Fatal(err)
@@ -110,7 +110,7 @@ func TestMigrateMovesABigKey(t *testing.T) {
 	redistest.ZAddBig(ctx, t, members[0].Addr, "", big, bigMembers)
 	small := slotKeyNames(tag, 100)
 	putKeys(t, f, members, small)
-	sizes, err := f.For(members[0].Addr).(*admin).MemoryUsages(ctx, []string{big}, false)
+	sizes, err := f.For(members[0].Addr).MemoryUsages(ctx, []string{big}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestMigrateMovesABigKey(t *testing.T) {
 		}
 	}
 	for _, m := range members {
-		if d, err := f.For(m.Addr).(*admin).NodeTimeout(ctx); err != nil || d != healCfg.NodeTimeout {
+		if d, err := f.For(m.Addr).NodeTimeout(ctx); err != nil || d != healCfg.NodeTimeout {
 			t.Errorf("cluster-node-timeout on %s after the move: %v %v, want it set back to %v", m.Addr, d, err, healCfg.NodeTimeout)
 		}
 	}
@@ -216,7 +216,7 @@ func TestReleaseStaleHolds(t *testing.T) {
 	defer f.Close()
 	ctx := context.Background()
 	timeoutOf := func(addr string) time.Duration {
-		d, err := f.For(addr).(nodeTimeoutSetter).NodeTimeout(ctx)
+		d, err := f.For(addr).NodeTimeout(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -224,7 +224,7 @@ func TestReleaseStaleHolds(t *testing.T) {
 	}
 	const configured = time.Second
 	// What a dead operator leaves: the first node raised, the second at its configured value.
-	if err := f.For(addrs[0]).(nodeTimeoutSetter).SetNodeTimeout(ctx, 30*time.Second); err != nil {
+	if err := f.For(addrs[0]).SetNodeTimeout(ctx, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 

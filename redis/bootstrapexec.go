@@ -54,23 +54,15 @@ func Bootstrap(ctx context.Context, f Factory, members []topology.Member, master
 }
 
 func (b *executor) step(ctx context.Context, members []topology.Member, masters, replicasPerMaster int) (Progress, error) {
-	st, err := Observe(ctx, b.f, members)
+	st, err := observeStep(ctx, b.f, members)
 	if err != nil {
-		return Progress{Phase: topology.PhaseWaitingForPods}, fmt.Errorf("failed to observe cluster: %w", err)
+		return Progress{Phase: topology.PhaseWaitingForPods}, err
 	}
-	plan := topology.PlanBootstrap(st, masters, replicasPerMaster)
-	if len(plan.NeedKeys) > 0 {
-		if err := b.readKeys(ctx, st, plan.NeedKeys); err != nil {
-			return Progress{Phase: plan.Phase}, err
-		}
-		plan = topology.PlanBootstrap(st, masters, replicasPerMaster)
-	}
-	prog := Progress{Phase: plan.Phase, Done: plan.Done}
-	for _, m := range plan.Masters {
-		prog.Masters = append(prog.Masters, members[m].Pod)
-	}
-	if plan.Refusal != nil {
-		return prog, fmt.Errorf("%w: %w", topology.ErrRefused, plan.Refusal)
+	plan, prog, err := b.plan(ctx, st, members, "bootstrap", func() topology.Plan {
+		return topology.PlanBootstrap(st, masters, replicasPerMaster)
+	})
+	if err != nil {
+		return prog, err
 	}
 	acts := b.dropRecentMeets(plan.Actions)
 	prog.Actions = acts

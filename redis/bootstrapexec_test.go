@@ -122,7 +122,7 @@ func memberNode(members []topology.Member, pod string) string {
 func TestBootstrapFormsClusterAndIsIdempotent(t *testing.T) {
 	servers := redistest.Start(t, 6, redistest.Config{})
 	members := membersOf(servers)
-	counter := NewCommandCounter()
+	counter := redistest.NewCommandCounter()
 	f := newFactory(t, Options{Hooks: []goredis.Hook{counter}})
 
 	start := time.Now()
@@ -250,10 +250,10 @@ func TestBootstrapRefusesNodeWithData(t *testing.T) {
 	if err := c.Do(ctx, "cluster", "delslots", slot).Err(); err != nil {
 		t.Fatal(err)
 	}
-	counter := NewCommandCounter()
+	counter := redistest.NewCommandCounter()
 	f := newFactory(t, Options{Hooks: []goredis.Hook{counter}})
 	_, err = Bootstrap(ctx, f, members, 3, 1)
-	if !errors.Is(err, topology.ErrRefused) || !strings.Contains(err.Error(), "demo-4") {
+	if !errors.Is(err, topology.ErrRefused) || !strings.HasPrefix(err.Error(), "bootstrap refused: ") || !strings.Contains(err.Error(), "demo-4") {
 		t.Fatalf("err = %v, want a refusal naming demo-4", err)
 	}
 	if w := counter.Writes(); w != 0 {

@@ -2,17 +2,10 @@ package redis
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
-
-// memoryReader is what the capacity check needs beyond Admin: the admin of a Factory has
-// it; fakes of Admin need not.
-type memoryReader interface {
-	Memory(ctx context.Context) (topology.Memory, error)
-}
 
 // Memory reads INFO memory.
 func (a *admin) Memory(ctx context.Context) (topology.Memory, error) {
@@ -40,11 +33,7 @@ func checkCapacity(ctx context.Context, f Factory, st *topology.ClusterState, mo
 	mem := make(map[string]topology.Memory, len(masters))
 	read := make([]topology.Memory, len(st.Members))
 	err := parallel(masters, func(i int) error {
-		r, ok := f.For(st.Members[i].Addr).(memoryReader)
-		if !ok {
-			return errors.New("failed to check capacity: this Admin cannot read INFO memory")
-		}
-		m, err := r.Memory(ctx)
+		m, err := f.For(st.Members[i].Addr).Memory(ctx)
 		read[i] = m
 		return err
 	})

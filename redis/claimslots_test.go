@@ -30,7 +30,7 @@ func openGroup(t *testing.T, n int) (members []topology.Member, f Factory, slots
 	}
 	putKeys(t, f, members, keys)
 	ctx := ctxFor(t, 30*time.Second)
-	s, d := f.For(src.Addr).(slotMover), f.For(dst.Addr).(slotMover)
+	s, d := f.For(src.Addr), f.For(dst.Addr)
 	if err := firstErr(d.SetSlots(ctx, slots, "importing", src.ID)); err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestClaimSlotsCutMidwayLeavesEverySlotImporting(t *testing.T) {
 	members, f, slots, keys, _, dst := openGroup(t, 8)
 
 	p := cutAfterThird(t, dst.Addr, "stable")
-	errs := f.For(p).(slotClaimer).ClaimSlots(ctxFor(t, 10*time.Second), slots, dst.ID)
+	errs := f.For(p).ClaimSlots(ctxFor(t, 10*time.Second), slots, dst.ID)
 	if firstErr(errs) == nil {
 		t.Fatal("a claim whose connection was cut reported no error")
 	}
@@ -148,10 +148,10 @@ func TestClaimSlotsCutMidwayLeavesEverySlotImporting(t *testing.T) {
 			t.Errorf("slot %d after the cut: owned %v, importing %q; want still importing", slot, self.Slots.Contains(slot), self.Importing[slot])
 		}
 	}
-	if err := firstErr(f.For(dst.Addr).(slotClaimer).ClaimSlots(ctxFor(t, 10*time.Second), slots, dst.ID)); err != nil {
+	if err := firstErr(f.For(dst.Addr).ClaimSlots(ctxFor(t, 10*time.Second), slots, dst.ID)); err != nil {
 		t.Fatal(err)
 	}
-	if err := firstErr(f.For(members[0].Addr).(slotMover).SetSlots(ctxFor(t, 10*time.Second), slots, "node", dst.ID)); err != nil {
+	if err := firstErr(f.For(members[0].Addr).SetSlots(ctxFor(t, 10*time.Second), slots, "node", dst.ID)); err != nil {
 		t.Fatal(err)
 	}
 	waitOwned(t, f, members, slots, dst.ID)
@@ -179,13 +179,13 @@ func TestClaimSlotsWithoutTransactionRightsClaimsSlotBySlot(t *testing.T) {
 	}
 	old := newFactory(t, Options{User: "old", Password: "pw"})
 	calls := setslotCalls(t, dst.Addr)
-	if err := firstErr(old.For(dst.Addr).(slotClaimer).ClaimSlots(ctxFor(t, 10*time.Second), slots, dst.ID)); err != nil {
+	if err := firstErr(old.For(dst.Addr).ClaimSlots(ctxFor(t, 10*time.Second), slots, dst.ID)); err != nil {
 		t.Fatal(err)
 	}
 	if got := setslotCalls(t, dst.Addr) - calls; got != len(slots) {
 		t.Errorf("the target ran %d SETSLOTs for %d slots, want one a slot", got, len(slots))
 	}
-	if err := firstErr(f.For(src.Addr).(slotMover).SetSlots(ctxFor(t, 10*time.Second), slots, "node", dst.ID)); err != nil {
+	if err := firstErr(f.For(src.Addr).SetSlots(ctxFor(t, 10*time.Second), slots, "node", dst.ID)); err != nil {
 		t.Fatal(err)
 	}
 	waitOwned(t, f, members, slots, dst.ID)
@@ -324,13 +324,13 @@ func TestClaimSlotsBumpsTheEpochWhateverItsSlots(t *testing.T) {
 	own := dst.Self().Slots[0].Start
 	moving := []int{src.Self().Slots[0].Start, src.Self().Slots[0].Start + 1}
 	slots := []int{own, moving[0], moving[1], own + 1}
-	if err := firstErr(f.For(members[1].Addr).(slotMover).SetSlots(ctx, moving, "importing", src.ID())); err != nil {
+	if err := firstErr(f.For(members[1].Addr).SetSlots(ctx, moving, "importing", src.ID())); err != nil {
 		t.Fatal(err)
 	}
-	if err := firstErr(f.For(members[0].Addr).(slotMover).SetSlots(ctx, moving, "migrating", dst.ID())); err != nil {
+	if err := firstErr(f.For(members[0].Addr).SetSlots(ctx, moving, "migrating", dst.ID())); err != nil {
 		t.Fatal(err)
 	}
-	if err := firstErr(f.For(members[1].Addr).(slotClaimer).ClaimSlots(ctx, slots, dst.ID())); err != nil {
+	if err := firstErr(f.For(members[1].Addr).ClaimSlots(ctx, slots, dst.ID())); err != nil {
 		t.Fatal(err)
 	}
 	after, err := Observe(ctx, f, members)
@@ -342,7 +342,7 @@ func TestClaimSlotsBumpsTheEpochWhateverItsSlots(t *testing.T) {
 	if info.MyEpoch <= srcEpoch || info.MyEpoch != info.CurrentEpoch {
 		t.Errorf("target's epoch %d after its claim, source's %d, current %d: want the target's the greatest", info.MyEpoch, srcEpoch, info.CurrentEpoch)
 	}
-	if err := firstErr(f.For(members[0].Addr).(slotMover).SetSlots(ctx, moving, "node", dst.ID())); err != nil {
+	if err := firstErr(f.For(members[0].Addr).SetSlots(ctx, moving, "node", dst.ID())); err != nil {
 		t.Fatal(err)
 	}
 	waitOwned(t, f, members, slots, dst.ID())
@@ -354,7 +354,7 @@ func TestClaimSlotsBumpsTheEpochWhateverItsSlots(t *testing.T) {
 func TestClaimSlotsForAnotherNodeIDKeepsImporting(t *testing.T) {
 	members, f, slots, keys, src, dst := openGroup(t, 4)
 
-	_ = f.For(dst.Addr).(slotClaimer).ClaimSlots(ctxFor(t, 10*time.Second), slots, src.ID)
+	_ = f.For(dst.Addr).ClaimSlots(ctxFor(t, 10*time.Second), slots, src.ID)
 	st, err := Observe(ctxFor(t, 10*time.Second), f, members)
 	if err != nil {
 		t.Fatal(err)
@@ -368,10 +368,10 @@ func TestClaimSlotsForAnotherNodeIDKeepsImporting(t *testing.T) {
 			t.Errorf("slot %d on the target: %d keys, want 20", slot, n)
 		}
 	}
-	if err := firstErr(f.For(dst.Addr).(slotClaimer).ClaimSlots(ctxFor(t, 10*time.Second), slots, dst.ID)); err != nil {
+	if err := firstErr(f.For(dst.Addr).ClaimSlots(ctxFor(t, 10*time.Second), slots, dst.ID)); err != nil {
 		t.Fatal(err)
 	}
-	if err := firstErr(f.For(src.Addr).(slotMover).SetSlots(ctxFor(t, 10*time.Second), slots, "node", dst.ID)); err != nil {
+	if err := firstErr(f.For(src.Addr).SetSlots(ctxFor(t, 10*time.Second), slots, "node", dst.ID)); err != nil {
 		t.Fatal(err)
 	}
 	waitOwned(t, f, members, slots, dst.ID)

@@ -43,6 +43,45 @@ func (b *executor) dropRecentMeets(acts []topology.Action) []topology.Action {
 	return out
 }
 
+// observeStep is the first read of a bootstrap or healing step: every member's view.
+func observeStep(ctx context.Context, f Factory, members []topology.Member) (*topology.ClusterState, error) {
+	st, err := Observe(ctx, f, members)
+	if err != nil {
+		return nil, fmt.Errorf("failed to observe cluster: %w", err)
+	}
+	return st, nil
+}
+
+// plan is the step bootstrap and healing share between observing and writing: plan from
+// the observation; read what the plan asks to know first (INFO replication of replicas it
+// may promote, DBSIZE of nodes it is about to claim) into st and plan again after each;
+// then refuse (the error wraps topology.ErrRefused, named by op, and nothing is written)
+// or return the plan to carry out, with the step's progress (phase, done, masters).
+func (b *executor) plan(ctx context.Context, st *topology.ClusterState, members []topology.Member, op string, planFn func() topology.Plan) (topology.Plan, Progress, error) {
+	plan := planFn()
+	if len(plan.NeedReplication) > 0 {
+		if err := readReplication(ctx, b.f, st, plan.NeedReplication); err != nil {
+			return plan, Progress{Phase: plan.Phase}, err
+		}
+		plan = planFn()
+	}
+	if len(plan.NeedKeys) > 0 {
+		if err := b.readKeys(ctx, st, plan.NeedKeys); err != nil {
+			return plan, Progress{Phase: plan.Phase}, err
+		}
+		plan = planFn()
+	}
+	prog := Progress{Phase: plan.Phase, Done: plan.Done}
+	for _, m := range plan.Masters {
+		prog.Masters = append(prog.Masters, members[m].Pod)
+	}
+	if plan.Refusal != nil {
+		return plan, prog, topology.Refused(op, plan.Refusal)
+	}
+	return plan, prog, nil
+}
+
+// readKeys reads DBSIZE of the members idx into st.
 func (b *executor) readKeys(ctx context.Context, st *topology.ClusterState, idx []int) error {
 	return parallel(idx, func(i int) error {
 		m := &st.Members[i]

@@ -9,10 +9,6 @@ import (
 	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
-// ActionFixSlot reports what FixOpenSlots did to one slot. It is done by FixOpenSlots
-// itself, never run by the bootstrap executor.
-const ActionFixSlot topology.ActionKind = "FixSlot"
-
 // FixOpenSlots finishes every slot that a master marks MIGRATING or IMPORTING, whoever
 // opened it (an interrupted step of the operator, a half-done `redis-cli --cluster
 // reshard`) and whatever happened since (a failover of the source or the target), the way
@@ -344,5 +340,5 @@ func (fx *slotFix) stable(ctx context.Context, i int, why string) error {
 }
 
 func (fx *slotFix) report(i int, format string, args ...interface{}) {
-	fx.actions = append(fx.actions, topology.Action{Kind: ActionFixSlot, Member: i, Message: fmt.Sprintf(format, args...)})
+	fx.actions = append(fx.actions, topology.Action{Kind: topology.ActionFixSlot, Member: i, Message: fmt.Sprintf(format, args...)})
 }

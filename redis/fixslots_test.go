@@ -20,12 +20,12 @@ const slotKeys = 10000
 
 // openSlotCluster forms masters masters with replicas replicas each, writes slotKeys keys
 // in one slot of the first master and 2000 spread keys, and returns the slot's tag.
-func openSlotCluster(t *testing.T, masters, replicas int) ([]topology.Member, Factory, *CommandCounter, int, string) {
+func openSlotCluster(t *testing.T, masters, replicas int) ([]topology.Member, Factory, *redistest.CommandCounter, int, string) {
 	t.Helper()
 	n := masters * (1 + replicas)
 	servers := redistest.Start(t, n, healCfg)
 	members := membersOf(servers)
-	counter := NewCommandCounter()
+	counter := redistest.NewCommandCounter()
 	f := newFactory(t, Options{Hooks: []goredis.Hook{counter}})
 	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members, masters, replicas); err != nil {
 		t.Fatal(err)
@@ -430,7 +430,7 @@ func TestFixStaleMarkerToGoneNode(t *testing.T) {
 func TestMigrateSplitsDownToStuckKey(t *testing.T) {
 	servers := redistest.Start(t, 3, healCfg)
 	members := membersOf(servers)
-	counter := NewCommandCounter()
+	counter := redistest.NewCommandCounter()
 	f := newFactory(t, Options{Hooks: []goredis.Hook{counter}})
 	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members, 3, 0); err != nil {
 		t.Fatal(err)
@@ -499,7 +499,7 @@ func TestMigrateSplitsDownToStuckKey(t *testing.T) {
 func TestMigrateRefusesToOutliveCaller(t *testing.T) {
 	servers := redistest.Start(t, 3, healCfg)
 	members := membersOf(servers)
-	counter := NewCommandCounter()
+	counter := redistest.NewCommandCounter()
 	f := newFactory(t, Options{Hooks: []goredis.Hook{counter}})
 	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members, 3, 0); err != nil {
 		t.Fatal(err)

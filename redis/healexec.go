@@ -19,9 +19,9 @@ func Heal(ctx context.Context, f Factory, members []topology.Member, masters, re
 // HealWith is Heal with the operator's own failover of lost masters (opts.Watch) enabled.
 func HealWith(ctx context.Context, f Factory, members []topology.Member, masters, replicasPerMaster int, opts HealOptions) (Progress, error) {
 	b := newExecutor(f)
-	st, err := Observe(ctx, f, members)
+	st, err := observeStep(ctx, f, members)
 	if err != nil {
-		return Progress{Phase: topology.PhaseWaitingForPods}, fmt.Errorf("failed to observe cluster: %w", err)
+		return Progress{Phase: topology.PhaseWaitingForPods}, err
 	}
 	if len(markedSlots(st)) > 0 && st.AllReachable() && len(st.PendingFailovers()) == 0 {
 		// A slot left MIGRATING/IMPORTING (a failover mid-move, a foreign reshard) is
@@ -31,25 +31,11 @@ func HealWith(ctx context.Context, f Factory, members []topology.Member, masters
 		return Progress{Phase: fp.Phase, Actions: fp.Actions}, err
 	}
 	overdue := opts.overdue(st)
-	plan := topology.PlanHeal(st, masters, replicasPerMaster, overdue)
-	if len(plan.NeedReplication) > 0 {
-		if err := readReplication(ctx, f, st, plan.NeedReplication); err != nil {
-			return Progress{Phase: plan.Phase}, err
-		}
-		plan = topology.PlanHeal(st, masters, replicasPerMaster, overdue)
-	}
-	if len(plan.NeedKeys) > 0 {
-		if err := b.readKeys(ctx, st, plan.NeedKeys); err != nil {
-			return Progress{Phase: plan.Phase}, err
-		}
-		plan = topology.PlanHeal(st, masters, replicasPerMaster, overdue)
-	}
-	prog := Progress{Phase: plan.Phase, Done: plan.Done}
-	for _, m := range plan.Masters {
-		prog.Masters = append(prog.Masters, members[m].Pod)
-	}
-	if plan.Refusal != nil {
-		return prog, fmt.Errorf("%w: %w", topology.ErrRefused, plan.Refusal)
+	plan, prog, err := b.plan(ctx, st, members, "healing", func() topology.Plan {
+		return topology.PlanHeal(st, masters, replicasPerMaster, overdue)
+	})
+	if err != nil {
+		return prog, err
 	}
 	prog.Actions = plan.Actions
 	var promote, rest []topology.Action

@@ -88,7 +88,7 @@ func assertKeys(t *testing.T, f Factory, members []topology.Member, n int) {
 func TestHealIsWriteFreeOnAHealthyCluster(t *testing.T) {
 	servers := redistest.Start(t, 6, healCfg)
 	members := membersOf(servers)
-	counter := NewCommandCounter()
+	counter := redistest.NewCommandCounter()
 	f := newFactory(t, Options{Hooks: []goredis.Hook{counter}})
 	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members, 3, 1); err != nil {
 		t.Fatal(err)

@@ -1,12 +1,12 @@
 package redis
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // A leaving master that has given away its last slot still answers a client whose slot
@@ -27,11 +27,6 @@ const (
 	redirectWait = 1500 * time.Millisecond
 )
 
-// redirectCounter is what the wait needs beyond Admin: the admin of a Factory has it.
-type redirectCounter interface {
-	Redirects(ctx context.Context) (int64, error)
-}
-
 // Redirects is how many MOVED and ASK replies the node has given since it started (INFO
 // errorstats).
 func (a *admin) Redirects(ctx context.Context) (int64, error) {
@@ -43,30 +38,7 @@ func (a *admin) Redirects(ctx context.Context) (int64, error) {
 		// Before Redis 6.2 an unknown section is an empty reply, not an error.
 		return 0, fmt.Errorf("%s has no INFO errorstats", a.addr)
 	}
-	return parseRedirects(text)
-}
-
-// parseRedirects sums the counts of errorstat_MOVED and errorstat_ASK ("errorstat_MOVED:count=12").
-func parseRedirects(text string) (int64, error) {
-	var n int64
-	sc := bufio.NewScanner(strings.NewReader(text))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		name, value, ok := strings.Cut(line, ":")
-		if !ok || (name != "errorstat_MOVED" && name != "errorstat_ASK") {
-			continue
-		}
-		for _, field := range strings.Split(value, ",") {
-			if c, ok := strings.CutPrefix(field, "count="); ok {
-				v, err := strconv.ParseInt(c, 10, 64)
-				if err != nil {
-					return 0, fmt.Errorf("failed to parse %q: %w", line, err)
-				}
-				n += v
-			}
-		}
-	}
-	return n, sc.Err()
+	return topology.ParseRedirects(text)
 }
 
 // awaitNoRedirects waits until the nodes at addrs have together redirected no client for
@@ -79,11 +51,7 @@ func awaitNoRedirects(ctx context.Context, f Factory, addrs []string) {
 	count := func() (int64, bool) {
 		var sum int64
 		for _, addr := range addrs {
-			c, ok := f.For(addr).(redirectCounter)
-			if !ok {
-				return 0, false
-			}
-			n, err := c.Redirects(ctx)
+			n, err := f.For(addr).Redirects(ctx)
 			if err != nil {
 				return 0, false
 			}

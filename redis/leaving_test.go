@@ -13,19 +13,6 @@ import (
 	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
-func TestParseRedirects(t *testing.T) {
-	text := "# Errorstats\r\nerrorstat_ERR:count=3\r\nerrorstat_MOVED:count=12\r\nerrorstat_ASK:count=5\r\n"
-	if n, err := parseRedirects(text); err != nil || n != 17 {
-		t.Errorf("parseRedirects = %d, %v; want 17 (MOVED and ASK, not ERR)", n, err)
-	}
-	if n, err := parseRedirects("# Errorstats\r\n"); err != nil || n != 0 {
-		t.Errorf("no redirect yet: %d, %v; want 0", n, err)
-	}
-	if _, err := parseRedirects("errorstat_MOVED:count=x\r\n"); err == nil {
-		t.Error("a count that is not a number was accepted")
-	}
-}
-
 // staleClient asks node addr for key every 5 ms, as a client whose slot table still names
 // that node, until stopped; it fails the test on any reply but MOVED.
 type staleClient struct {

@@ -309,7 +309,7 @@ func (a *admin) ClusterReset(ctx context.Context) error {
 }
 
 func mover(a Admin) (slotMover, error) {
-	m, ok := a.(slotMover)
+	m, ok := slotMover(a), a != nil
 	if !ok {
 		return nil, errors.New("failed to migrate slots: this Admin cannot move slots")
 	}
@@ -484,7 +484,7 @@ func closeSlots(ctx context.Context, f Factory, slots []int, dst MasterAddr, src
 			return err
 		}
 		var errs []error
-		if c, ok := m.(slotClaimer); ok && addr == dst.Addr {
+		if c := f.For(addr); addr == dst.Addr {
 			errs = c.ClaimSlots(ctx, slots, dst.ID)
 		} else {
 			errs = m.SetSlots(ctx, slots, "node", dst.ID)

@@ -267,7 +267,7 @@ func TestMigrateOtherStreamsWaitForBigKey(t *testing.T) {
 			bigSlot := st.Members[0].Self().Slots[0].Start + 3
 			big := fmt.Sprintf("{%s}:big", tagFor(bigSlot))
 			// About 200 MB of MEMORY USAGE: over the 40 MB that MIGRATE's default timeout
-			// moves at bigKeyRate, so it goes alone with its own timeout, for seconds.
+			// moves at topology.BigKeyRate, so it goes alone with its own timeout, for seconds.
 			redistest.ZAddBig(ctx, t, members[0].Addr, "", big, bigMembers)
 			var small []string
 			moves := []topology.SlotMove{{Slot: bigSlot, From: st.Members[0].ID(), To: st.Members[1].ID()}}

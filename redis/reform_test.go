@@ -239,7 +239,7 @@ func TestBootstrapOverKeptDataRefusesForeignData(t *testing.T) {
 		restartFrom(t, members, i, s.Dir)
 	}
 	members[5].Addr = otherMembers[3].Addr // a replica of another cluster in demo-5's place
-	counter := NewCommandCounter()
+	counter := redistest.NewCommandCounter()
 	f := newFactory(t, Options{Hooks: []goredis.Hook{counter}})
 	_, err := Bootstrap(ctxFor(t, 10*time.Second), f, members, 3, 1)
 	if !errors.Is(err, topology.ErrRefused) || !strings.Contains(err.Error(), "pod demo-5 knows node") {

@@ -339,7 +339,7 @@ func removeLeaving(ctx context.Context, f Factory, st *topology.ClusterState, re
 // directive and turns replica as before, which costs time, not data.
 func keepLeavingApart(ctx context.Context, f Factory, members []topology.Member, req ScaleRequest) {
 	for _, m := range members[min(req.Keep, len(members)):] {
-		if c, ok := f.For(m.Addr).(configAdmin); ok {
+		if c := f.For(m.Addr); c != nil {
 			_ = c.ConfigSet(ctx, ReplicaMigration, "no")
 		}
 	}

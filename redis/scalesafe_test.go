@@ -288,7 +288,7 @@ func TestScaleInChecksCapacityFirst(t *testing.T) {
 			if self := st.Members[i].Self(); !self.Master || len(self.Slots) == 0 {
 				continue
 			}
-			m, err := f.For(st.Members[i].Addr).(memoryReader).Memory(ctx)
+			m, err := f.For(st.Members[i].Addr).Memory(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -119,20 +119,6 @@ func (a *admin) ReloadTLS(ctx context.Context) error {
 	return nil
 }
 
-// TLSAdmin is what the operator needs on a node to reload its certificate.
-type TLSAdmin interface {
-	ReloadTLS(ctx context.Context) error
-}
-
-// TLS returns the TLS calls of an Admin made by a Factory.
-func TLS(a Admin) (TLSAdmin, error) {
-	m, ok := a.(TLSAdmin)
-	if !ok {
-		return nil, fmt.Errorf("failed to reload the certificate of %s: this Admin cannot", a.Addr())
-	}
-	return m, nil
-}
-
 // ReloadCertificates brings every node at addrs to the certificate want: a node that
 // already serves it is left alone, any other is asked to reload its files. It returns
 // the nodes that still serve another certificate after the reload, each with why (their
@@ -146,13 +132,9 @@ func ReloadCertificates(ctx context.Context, f Factory, cfg *tls.Config, addrs [
 		if served.Equal(want) {
 			continue
 		}
-		t, err := TLS(f.For(addr))
-		if err != nil {
-			return nil, err
-		}
 		// A reload Redis refuses (the mounted key does not match the certificate yet:
 		// the files are being refreshed) leaves the node serving the old pair.
-		if err := t.ReloadTLS(ctx); err != nil {
+		if err := f.For(addr).ReloadTLS(ctx); err != nil {
 			stale = append(stale, fmt.Sprintf("%s (%v)", addr, err))
 			continue
 		}

@@ -11,12 +11,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	v1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
-	"github.com/hc-middleware/redis-cluster-operator/redis"
 	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // TestLiveDirectivesMatchGo checks CUE's copy of the live directives (_liveDirectives in
-// templates/configmap.cue) against redis.LiveDirectives: for every directive a real
+// templates/configmap.cue) against topology.LiveDirectives: for every directive a real
 // redis-server 7.0 knows (CONFIG GET *), a change of its value in the user ConfigMap
 // leaves the pod template's config hash as it was exactly when Go calls it live, while
 // the ConfigMap always carries the new value (but for the directives the operator sets,
@@ -43,7 +43,7 @@ func TestLiveDirectivesMatchGo(t *testing.T) {
 	for i := 0; i+1 < len(all); i += 2 {
 		known[fmt.Sprint(all[i])] = true
 	}
-	for _, d := range redis.LiveDirectives {
+	for _, d := range topology.LiveDirectives {
 		if !known[d.Name] {
 			t.Errorf("live directive %s is unknown to redis-server", d.Name)
 		}
@@ -55,10 +55,10 @@ func TestLiveDirectivesMatchGo(t *testing.T) {
 			// A directive the operator sets: the user's line and value are dropped.
 			continue
 		}
-		if live := redis.IsLiveDirective(name); live != (hash == before) {
+		if live := topology.IsLiveDirective(name); live != (hash == before) {
 			t.Errorf("%s: Go says live=%v, but a change of its value changed the config hash=%v", name, live, hash != before)
 		}
-		if got := redis.LiveSettings(conf)[name]; redis.IsLiveDirective(name) && got != "12345" {
+		if got := topology.LiveSettings(conf)[name]; topology.IsLiveDirective(name) && got != "12345" {
 			t.Errorf("%s: the rendered redis.conf sets it to %q, want 12345", name, got)
 		}
 	}

@@ -252,15 +252,6 @@ type ExternalAccessSpec struct {
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
-// Ports of the Redis pods with spec.tls (docs/security.md).
-const (
-	// TLSPort is the TLS port of an instance with spec.tls: the port of the pod contract.
-	TLSPort = 6379
-	// PlainPortWithTLS is the plain port of an instance with spec.tls, unless
-	// spec.tls.disablePlainPort.
-	PlainPortWithTLS = 6380
-)
-
 // TLSSpec serves Redis over TLS (addition).
 type TLSSpec struct {
 	// secretName is a Secret in the RedisCluster's namespace in the cert-manager layout:

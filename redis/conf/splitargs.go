@@ -27,12 +27,6 @@ func SplitArgs(s string) ([]string, error) {
 	}
 	var out []string
 	p := 0
-	at := func(i int) byte {
-		if i < len(s) {
-			return s[i]
-		}
-		return 0
-	}
 	for {
 		for p < len(s) && isSpace(s[p]) {
 			p++
@@ -40,75 +34,94 @@ func SplitArgs(s string) ([]string, error) {
 		if p >= len(s) {
 			return out, nil
 		}
-		var cur strings.Builder
-		inq, insq := false, false
-		for done := false; !done; {
-			c := at(p)
-			switch {
-			case inq:
-				switch {
-				case c == '\\' && at(p+1) == 'x' && isHex(at(p+2)) && isHex(at(p+3)):
-					cur.WriteByte(hexVal(at(p+2))<<4 | hexVal(at(p+3)))
-					p += 3
-				case c == '\\' && p+1 < len(s):
-					p++
-					switch e := s[p]; e {
-					case 'n':
-						cur.WriteByte('\n')
-					case 'r':
-						cur.WriteByte('\r')
-					case 't':
-						cur.WriteByte('\t')
-					case 'b':
-						cur.WriteByte('\b')
-					case 'a':
-						cur.WriteByte('\a')
-					default:
-						cur.WriteByte(e)
-					}
-				case c == '"':
-					if p+1 < len(s) && !isSpace(s[p+1]) {
-						return nil, ErrUnbalancedQuotes
-					}
-					done = true
-				case p >= len(s):
-					return nil, ErrUnbalancedQuotes
-				default:
-					cur.WriteByte(c)
-				}
-			case insq:
-				switch {
-				case c == '\\' && at(p+1) == '\'':
-					p++
-					cur.WriteByte('\'')
-				case c == '\'':
-					if p+1 < len(s) && !isSpace(s[p+1]) {
-						return nil, ErrUnbalancedQuotes
-					}
-					done = true
-				case p >= len(s):
-					return nil, ErrUnbalancedQuotes
-				default:
-					cur.WriteByte(c)
-				}
-			default:
-				switch {
-				case p >= len(s) || c == ' ' || c == '\n' || c == '\r' || c == '\t' || c == 0:
-					done = true
-				case c == '"':
-					inq = true
-				case c == '\'':
-					insq = true
-				default:
-					cur.WriteByte(c)
-				}
+		arg, next, err := readArg(s, p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, arg)
+		p = next
+	}
+}
+
+// readArg reads the argument that starts at s[p] (not a blank), as sdssplitargs does, and
+// returns it with where the next one may start.
+func readArg(s string, p int) (string, int, error) {
+	at := func(i int) byte { return byteAt(s, i) }
+	var cur strings.Builder
+	inq, insq := false, false
+	for done := false; !done; {
+		c := at(p)
+		switch {
+		case inq || insq:
+			// Inside quotes: "…" takes \xHH and C escapes, '…' only \'; the closing quote
+			// must be followed by a blank or the end.
+			quote := byte('"')
+			if insq {
+				quote = '\''
 			}
-			if p < len(s) {
+			switch {
+			case inq && c == '\\' && at(p+1) == 'x' && isHex(at(p+2)) && isHex(at(p+3)):
+				cur.WriteByte(hexVal(at(p+2))<<4 | hexVal(at(p+3)))
+				p += 3
+			case inq && c == '\\' && p+1 < len(s):
 				p++
+				cur.WriteByte(escaped(s[p]))
+			case insq && c == '\\' && at(p+1) == '\'':
+				p++
+				cur.WriteByte('\'')
+			case c == quote:
+				if p+1 < len(s) && !isSpace(s[p+1]) {
+					return "", 0, ErrUnbalancedQuotes
+				}
+				done = true
+			case p >= len(s):
+				return "", 0, ErrUnbalancedQuotes
+			default:
+				cur.WriteByte(c)
+			}
+		default:
+			switch {
+			case p >= len(s) || c == ' ' || c == '\n' || c == '\r' || c == '\t' || c == 0:
+				done = true
+			case c == '"':
+				inq = true
+			case c == '\'':
+				insq = true
+			default:
+				cur.WriteByte(c)
 			}
 		}
-		out = append(out, cur.String())
+		if p < len(s) {
+			p++
+		}
 	}
+	return cur.String(), p, nil
+}
+
+// byteAt is s[i], 0 past the end (C's terminating NUL).
+func byteAt(s string, i int) byte {
+	if i < len(s) {
+		return s[i]
+	}
+	return 0
+}
+
+// escaped is the byte a backslash escape inside double quotes stands for: \n, \r, \t,
+// \b and \a as in C, any other byte itself.
+func escaped(e byte) byte {
+	switch e {
+	case 'n':
+		return '\n'
+	case 'r':
+		return '\r'
+	case 't':
+		return '\t'
+	case 'b':
+		return '\b'
+	case 'a':
+		return '\a'
+	}
+	return e
 }
 
 // isSpace is C's isspace in the C locale.

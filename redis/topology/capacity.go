@@ -1,7 +1,6 @@
 package topology
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -151,7 +150,3 @@ func ProjectCapacity(st *ClusterState, masters []int, mem map[string]Memory, mov
 	worst.Dataset, worst.KeptMaxMemory, worst.Masters = dataset, keptMax, kept
 	return worst
 }
-
-// ErrRefused wraps every refusal of bootstrap (data on a node, conflicting slots): the
-// caller should warn the user and not retry until something changes.
-var ErrRefused = errors.New("bootstrap refused")

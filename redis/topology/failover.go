@@ -6,10 +6,6 @@ import (
 	"time"
 )
 
-// ActionFailover is a CLUSTER FAILOVER FORCE (or TAKEOVER) sent to the most up-to-date
-// replica of a lost master that Redis did not promote by itself.
-const ActionFailover ActionKind = "Failover"
-
 // PhaseWaitingForFailover: a master holding slots is down and a replica of it can take
 // over; healing waits for that failover before it re-points or forgets any node.
 const PhaseWaitingForFailover = "WaitingForFailover"

@@ -6,9 +6,6 @@ import (
 	"time"
 )
 
-// ActionForget is a CLUSTER FORGET of a lost node on one member.
-const ActionForget ActionKind = "Forget"
-
 // Healing phases (besides the bootstrap ones it shares: WaitingForPods, MeetingNodes,
 // AttachingReplicas, WaitingForAgreement, Formed, Refused).
 const PhaseForgetting = "ForgettingLostNodes"

@@ -118,7 +118,13 @@ func AssignReplicas(members []Member, masters []int, existing map[int]int, repli
 			left = append(left, r)
 		}
 	}
-	// Extra members beyond the quota: fewest replicas first, then another node.
+	placeExtras(left, masters, out, count, apart)
+	return out
+}
+
+// placeExtras gives each member beyond the quota to the master with the fewest replicas,
+// one on another node first among equals.
+func placeExtras(left, masters []int, out, count map[int]int, apart func(r, m int) bool) {
 	for _, r := range left {
 		best := -1
 		for _, m := range masters {
@@ -132,7 +138,6 @@ func AssignReplicas(members []Member, masters []int, existing map[int]int, repli
 			count[best]++
 		}
 	}
-	return out
 }
 
 // matchApart is Kuhn's augmenting-path matching of replicas to seats, with an edge only

@@ -131,21 +131,7 @@ func PlanAssign(masters []MasterSlots, newMasters []string, assign []Assignment)
 	if err := checkAssignCount(len(newMasters), assign); err != nil {
 		return nil, err
 	}
-	byKey := map[string]int{}
-	for i, m := range masters {
-		byKey[m.ID] = i
-		if m.Name != "" {
-			byKey[m.Name] = i
-		}
-	}
-	isNew := map[string]bool{}
-	for _, id := range newMasters {
-		isNew[id] = true
-	}
-	owned := make([]SlotRanges, len(masters))
-	for i, m := range masters {
-		owned[i] = m.Slots
-	}
+	byKey, isNew, owned := assignIndex(masters, newMasters)
 	var moves []SlotMove
 	for i, id := range newMasters {
 		ni, ok := byKey[id]
@@ -173,23 +159,7 @@ func PlanAssign(masters []MasterSlots, newMasters []string, assign []Assignment)
 		if need >= have {
 			return nil, assignErr(i, "slots", "%d slots asked but the fromReplicas masters own only %d, and each must keep at least one", need, have)
 		}
-		share := make([]int, len(givers))
-		rem := make([]int, len(givers))
-		sum := 0
-		for k, g := range givers {
-			share[k] = need * owned[g].Count() / have
-			rem[k] = need * owned[g].Count() % have
-			sum += share[k]
-		}
-		idx := make([]int, len(givers))
-		for k := range idx {
-			idx[k] = k
-		}
-		sort.SliceStable(idx, func(a, b int) bool { return rem[idx[a]] > rem[idx[b]] })
-		for k := 0; sum < need; k = (k + 1) % len(idx) {
-			share[idx[k]]++
-			sum++
-		}
+		share := shares(need, have, givers, owned)
 		for k, g := range givers {
 			taken := takeSlots(MasterSlots{ID: masters[g].ID, Slots: owned[g]}, share[k])
 			var tr SlotRanges
@@ -208,6 +178,50 @@ func PlanAssign(masters []MasterSlots, newMasters []string, assign []Assignment)
 		}
 	}
 	return moves, nil
+}
+
+// assignIndex indexes the masters by node ID and pod name, marks the new ones, and copies
+// what each owns, for PlanAssign to take slots from.
+func assignIndex(masters []MasterSlots, newMasters []string) (byKey map[string]int, isNew map[string]bool, owned []SlotRanges) {
+	byKey = map[string]int{}
+	for i, m := range masters {
+		byKey[m.ID] = i
+		if m.Name != "" {
+			byKey[m.Name] = i
+		}
+	}
+	isNew = map[string]bool{}
+	for _, id := range newMasters {
+		isNew[id] = true
+	}
+	owned = make([]SlotRanges, len(masters))
+	for i, m := range masters {
+		owned[i] = m.Slots
+	}
+	return byKey, isNew, owned
+}
+
+// shares splits need slots among the givers in proportion to what each owns (owned[g]
+// of have in all), the remainder going to the largest remainders first.
+func shares(need, have int, givers []int, owned []SlotRanges) []int {
+	share := make([]int, len(givers))
+	rem := make([]int, len(givers))
+	sum := 0
+	for k, g := range givers {
+		share[k] = need * owned[g].Count() / have
+		rem[k] = need * owned[g].Count() % have
+		sum += share[k]
+	}
+	idx := make([]int, len(givers))
+	for k := range idx {
+		idx[k] = k
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return rem[idx[a]] > rem[idx[b]] })
+	for k := 0; sum < need; k = (k + 1) % len(idx) {
+		share[idx[k]]++
+		sum++
+	}
+	return share
 }
 
 // checkAssignCount refuses entries that are not one per new master, or whose slot count

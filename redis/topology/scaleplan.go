@@ -5,9 +5,6 @@ import (
 	"sort"
 )
 
-// ActionReleaseReplica turns a spare replica into an empty master (CLUSTER RESET).
-const ActionReleaseReplica ActionKind = "ReleaseReplica"
-
 // PhaseReleasing: a spare replica is being turned into an empty master.
 const PhaseReleasing = "ReleasingReplica"
 
@@ -103,36 +100,11 @@ func PlanResize(st *ClusterState, req ScaleShape) (ScalePlan, error) {
 	if req.Keep > len(st.Members) || req.Keep < 0 {
 		return p, fmt.Errorf("keep %d of %d members", req.Keep, len(st.Members))
 	}
-	var fixed []int
-	var leaving []MasterSlots
-	replicas := map[int]int{}
-	index := map[string]int{}
-	for i := range st.Members {
-		self := st.Members[i].Self()
-		if self == nil {
-			return p, fmt.Errorf("member %s did not answer", st.Members[i].Pod)
-		}
-		index[self.ID] = i
+	fixed, leaving, replicas, empty, err := classifyMembers(st, req.Keep)
+	if err != nil {
+		return p, err
 	}
-	for i := range st.Members {
-		self := st.Members[i].Self()
-		switch {
-		case i >= req.Keep:
-			if len(self.Slots) > 0 {
-				leaving = append(leaving, masterSlots(st, i))
-			}
-		case self.Replica:
-			m, ok := index[self.MasterID]
-			if !ok || m >= req.Keep {
-				m = -1 // a replica of no kept member: not a candidate master either
-			}
-			replicas[i] = m
-		case len(self.Slots) > 0:
-			fixed = append(fixed, i)
-		default:
-			p.Empty = append(p.Empty, i)
-		}
-	}
+	p.Empty = empty
 	if len(fixed) > req.Masters {
 		return p, fmt.Errorf("%d kept members hold slots but %d masters are wanted", len(fixed), req.Masters)
 	}
@@ -165,6 +137,41 @@ func PlanResize(st *ClusterState, req ScaleShape) (ScalePlan, error) {
 	}
 	p.Moves, err = PlanAssign(keep, newMasters, req.Assign)
 	return p, err
+}
+
+// classifyMembers sorts the members of a resize keeping members[:keep]: the kept ones
+// holding slots (fixed), the leaving ones holding slots (leaving), the kept replicas
+// with their kept master (-1 for none), and the kept masters holding nothing (empty).
+func classifyMembers(st *ClusterState, keep int) (fixed []int, leaving []MasterSlots, replicas map[int]int, empty []int, err error) {
+	replicas = map[int]int{}
+	index := map[string]int{}
+	for i := range st.Members {
+		self := st.Members[i].Self()
+		if self == nil {
+			return nil, nil, nil, nil, fmt.Errorf("member %s did not answer", st.Members[i].Pod)
+		}
+		index[self.ID] = i
+	}
+	for i := range st.Members {
+		self := st.Members[i].Self()
+		switch {
+		case i >= keep:
+			if len(self.Slots) > 0 {
+				leaving = append(leaving, masterSlots(st, i))
+			}
+		case self.Replica:
+			m, ok := index[self.MasterID]
+			if !ok || m >= keep {
+				m = -1 // a replica of no kept member: not a candidate master either
+			}
+			replicas[i] = m
+		case len(self.Slots) > 0:
+			fixed = append(fixed, i)
+		default:
+			empty = append(empty, i)
+		}
+	}
+	return fixed, leaving, replicas, empty, nil
 }
 
 // assignedMasters lists the node IDs of the masters AssignReceive's entries are for, in

@@ -80,13 +80,3 @@ func (s Server) AtomicSlotMigration() bool {
 func (s Server) SetSlotBlocks() bool {
 	return s.Name == ServerValkey && s.AtLeast(8, 0)
 }
-
-// Servers counts the members by the server they said they run ("" for those that did not
-// say), e.g. during an upgrade from one version to another.
-func (s *ClusterState) Servers() map[string]int {
-	out := map[string]int{}
-	for i := range s.Members {
-		out[s.Members[i].Server.String()]++
-	}
-	return out
-}
