@@ -34,6 +34,8 @@ type Router struct {
 	tls *tls.Config
 	// dialer, when set, makes every connection (a client that may reach some addresses only).
 	dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+	// onRedirect, when set, is told every MOVED and ASK a node answers, before it is followed.
+	onRedirect func(msg string)
 
 	mu      sync.Mutex
 	owner   []string // slot -> "ip:port" of its master
@@ -107,6 +109,10 @@ func (r *Router) SetDialer(dial func(ctx context.Context, network, addr string) 
 	}
 	r.dialer, r.clients = dial, map[string]*redis.Client{}
 }
+
+// OnRedirect has f told every MOVED and ASK error a node answers ("MOVED 3999
+// 10.0.0.1:30123"), before the router follows it; set it before the first command.
+func (r *Router) OnRedirect(f func(msg string)) { r.onRedirect = f }
 
 func (r *Router) client(addr string) *redis.Client {
 	r.mu.Lock()
@@ -224,6 +230,9 @@ func (r *Router) Do(ctx context.Context, key string, args ...any) *redis.Cmd {
 			return cmd
 		}
 		msg := err.Error()
+		if r.onRedirect != nil && (strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "ASK ")) {
+			r.onRedirect(msg)
+		}
 		switch {
 		case strings.HasPrefix(msg, "MOVED "):
 			addr, asking = redirect(msg), false
