@@ -102,7 +102,12 @@ func (r *Reconciler) act(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if err := r.reconcileLiveConfig(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
-	return action(r, ctx, s)
+	res, err := action(r, ctx, s)
+	if d := s.externalRecheck; d > 0 && (res.RequeueAfter == 0 || res.RequeueAfter > d) {
+		// A load balancer still pending: it is a Warning once loadBalancerBound passes.
+		res.RequeueAfter = d
+	}
+	return res, err
 }
 
 // changed reports whether acts hold one that changes the cluster: a re-announcing MEET

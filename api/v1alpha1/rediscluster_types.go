@@ -53,7 +53,7 @@ const FinalizersForeground = "foreground"
 // +kubebuilder:validation:XValidation:rule="(has(self.pause) && self.pause) || !self.version.matches('^[vV]?[0-5]([.-].*)?$')",message="spec.version: Redis below 6 is refused (no ACL users, and its clients can run code in the container); use 6.0 or later (a paused cluster may keep an older version until it is unpaused)",fieldPath=".version",reason="FieldValueInvalid"
 // +kubebuilder:validation:XValidation:rule="has(self.restoreFrom) == has(oldSelf.restoreFrom)",message="spec.restoreFrom: cannot be added to or removed from an existing cluster (a restore fills a new, empty cluster before it serves); create a new RedisCluster with it",fieldPath=".restoreFrom",reason="FieldValueForbidden"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.externalAccess) || (has(self.externalAccess) && self.externalAccess.type == oldSelf.externalAccess.type)",message="spec.externalAccess: cannot be removed or change type on an existing cluster (its nodes would keep announcing the old addresses, which stop working, until each pod restarts); create a new RedisCluster instead",fieldPath=".externalAccess",reason="FieldValueForbidden"
-// +kubebuilder:validation:XValidation:rule="!has(self.externalAccess) || !has(self.tls)",message="spec.externalAccess: not supported with spec.tls yet (the nodes would announce addresses their certificate does not name); remove one of them",fieldPath=".externalAccess",reason="FieldValueForbidden"
+// +kubebuilder:validation:XValidation:rule="!has(self.externalAccess) || !has(self.tls) || has(self.externalAccess.hostname)",message="spec.externalAccess.hostname: required with spec.tls (a TLS client checks the name it dials against the certificate; node and load-balancer IPs change, names do not): set a pattern the certificate's SANs cover, e.g. '{{pod}}.redis.example.com'",fieldPath=".externalAccess",reason="FieldValueRequired"
 type RedisClusterSpec struct {
 	// replicas is the total number of Redis instances (pods), masters and replicas
 	// together (seed: `replicas`). Masters = replicas / (1 + replicasPerMaster); the
@@ -172,8 +172,8 @@ type RedisClusterSpec struct {
 	// (addition): a Service per pod, NAME-i-external, of type NodePort or LoadBalancer,
 	// and each node announces that address to clients, so a cluster-mode client outside
 	// the pod network follows MOVED and ASK redirects to addresses it can reach
-	// (docs/external-access.md). Not with spec.tls yet. Default: none (the nodes announce
-	// their pod IPs).
+	// (docs/external-access.md). With spec.tls it needs hostname. Default: none (the
+	// nodes announce their pod IPs).
 	// +optional
 	ExternalAccess *ExternalAccessSpec `json:"externalAccess,omitempty"`
 
@@ -245,6 +245,23 @@ type ExternalAccessSpec struct {
 	// +kubebuilder:validation:Maximum=65535
 	// +optional
 	NodePortBase *int32 `json:"nodePortBase,omitempty"`
+
+	// hostname turns on hostname mode: every node announces a DNS name (Redis 7's
+	// cluster-announce-hostname with cluster-preferred-endpoint-type hostname), so
+	// MOVED, ASK, CLUSTER SLOTS and CLUSTER SHARDS give clients names, not IPs. It is a
+	// pattern with {{pod}} (the pod's name, NAME-i), {{index}} (i) and {{namespace}},
+	// e.g. "{{pod}}.redis.example.com"; it must name each pod apart ({{pod}} or
+	// {{index}}). Your DNS resolves each name to where the node's external port is
+	// served: with NodePort any Kubernetes node's IP (the node port forwards from
+	// every node), with LoadBalancer the pod's load balancer. With spec.tls the
+	// certificate's SANs must cover every name (a wildcard will do); a name it does not
+	// cover is not announced, and status.reason and a Warning event say which.
+	// Required with spec.tls. Default: none (nodes announce IPs).
+	// +kubebuilder:validation:MaxLength=200
+	// +kubebuilder:validation:Pattern=`^([a-z0-9.-]|\{\{(pod|index|namespace)\}\})+$`
+	// +kubebuilder:validation:XValidation:rule="self.contains('{{pod}}') || self.contains('{{index}}')",message="spec.externalAccess.hostname: must contain {{pod}} or {{index}}, so that every node gets its own name",reason="FieldValueInvalid"
+	// +optional
+	Hostname string `json:"hostname,omitempty"`
 
 	// annotations are added to every per-pod Service, e.g. for a cloud load balancer.
 	// Default none.
