@@ -230,7 +230,7 @@ func TestExternalAccessNodePort(t *testing.T) {
 	// A master's pod deleted: it comes back at a new IP, maybe on another node.
 	pod := pickPod(ctx, t, ns, "demo", topology.RoleMaster)
 	began = time.Now()
-	deleteAndReannounce(ctx, t, ns, pod, func(g Gomega) {
+	deleteAndReannounce(ctx, t, ns, "demo", pod, func(g Gomega) {
 		externalAddrs(ctx, g, t, ns, 8, allowed)
 		for name, ip := range podIPs(ctx, t, ns, "demo") {
 			c := framework.NodeClient(ip, pw)
@@ -412,17 +412,17 @@ func (l *redirectLog) check(t *testing.T) {
 
 // deleteAndReannounce deletes pod and waits until it is back at a new IP, the cluster
 // Running, and announced(g) holds.
-func deleteAndReannounce(ctx context.Context, t *testing.T, ns, pod string, announced func(Gomega)) {
+func deleteAndReannounce(ctx context.Context, t *testing.T, ns, name, pod string, announced func(Gomega)) {
 	t.Helper()
-	oldIP := podIPs(ctx, t, ns, "demo")[pod]
+	oldIP := podIPs(ctx, t, ns, name)[pod]
 	if err := stack.DeletePod(ctx, ns, pod); err != nil {
 		t.Fatal(err)
 	}
 	NewWithT(t).Eventually(func(g Gomega) {
-		ip := podIPs(ctx, t, ns, "demo")[pod]
+		ip := podIPs(ctx, t, ns, name)[pod]
 		g.Expect(ip).NotTo(BeEmpty())
 		g.Expect(ip).NotTo(Equal(oldIP))
-		rc := getCluster(ctx, t, ns, "demo")
+		rc := getCluster(ctx, t, ns, name)
 		g.Expect(rc.Status.Phase).To(Equal(redisv1alpha1.PhaseRunning), "reason: %s", rc.Status.Reason)
 		announced(g)
 	}, 2*time.Minute, 500*time.Millisecond).Should(Succeed())

@@ -36,6 +36,8 @@ type Router struct {
 	dialer func(ctx context.Context, network, addr string) (net.Conn, error)
 	// onRedirect, when set, is told every MOVED and ASK a node answers, before it is followed.
 	onRedirect func(msg string)
+	// hostnames: a node's announced hostname is its address (PreferHostnames).
+	hostnames bool
 
 	mu      sync.Mutex
 	owner   []string // slot -> "ip:port" of its master
@@ -110,6 +112,11 @@ func (r *Router) SetDialer(dial func(ctx context.Context, network, addr string) 
 	r.dialer, r.clients = dial, map[string]*redis.Client{}
 }
 
+// PreferHostnames routes to a node's announced hostname (cluster-announce-hostname) when it
+// has one, as a client of nodes whose cluster-preferred-endpoint-type is hostname is told
+// by CLUSTER SLOTS; set it before the first command.
+func (r *Router) PreferHostnames() { r.hostnames = true }
+
 // OnRedirect has f told every MOVED and ASK error a node answers ("MOVED 3999
 // 10.0.0.1:30123"), before the router follows it; set it before the first command.
 func (r *Router) OnRedirect(f func(msg string)) { r.onRedirect = f }
@@ -180,9 +187,13 @@ func (r *Router) readOwners(ctx context.Context, addr string) ([]string, error) 
 		if !n.Master || n.Fail || n.IP == "" {
 			continue
 		}
+		addr := n.Addr()
+		if r.hostnames && n.Hostname != "" {
+			addr = net.JoinHostPort(n.Hostname, strconv.Itoa(n.Port))
+		}
 		for _, sr := range n.Slots {
 			for slot := sr.Start; slot <= sr.End; slot++ {
-				owner[slot] = n.Addr()
+				owner[slot] = addr
 				covered++
 			}
 		}
