@@ -190,7 +190,7 @@ func externalEndpoint(s *scope, typ string, p *corev1.Pod) (e endpoint, why stri
 		return endpoint{}, "not a Service", false
 	}
 	e, why = serviceEndpoint(typ, svc, p.Status.HostIP)
-	if why != "" && typ == redisv1alpha1.ExternalLoadBalancer && time.Since(svc.CreationTimestamp.Time) < loadBalancerBound {
+	if why != "" && typ == redisv1alpha1.ExternalLoadBalancer && s.now.Sub(svc.CreationTimestamp.Time) < loadBalancerBound {
 		return e, why, true
 	}
 	return e, why, false
@@ -302,7 +302,7 @@ func (r *Reconciler) reconcileExternal(ctx context.Context, s *scope) {
 		log.FromContext(ctx).Info("Announced external addresses", "nodes", set)
 		r.Recorder.Eventf(s.cluster, corev1.EventTypeNormal, ReasonAnnounced, "Nodes announce their external address: %s", strings.Join(set, ", "))
 	}
-	problems := append(append([]string{}, s.externalPending...), failed...)
+	problems := append(refusedFirst(s.externalPending, s.externalRefused), failed...)
 	if len(problems) > 0 {
 		sort.Strings(problems)
 		r.warnOnce(s, ReasonExternalAccess, "spec.externalAccess: no external address announced for "+strings.Join(problems, "; ")+"; those nodes announce their pod address, reachable inside Kubernetes only")
@@ -319,6 +319,27 @@ func (r *Reconciler) reconcileExternal(ctx context.Context, s *scope) {
 		s.reason = msg
 		s.externalRecheck = 15 * time.Second
 	}
+}
+
+// refusedFirst is pending ("pod: why") with the API server's refusal of a pod's Service
+// (refused, by pod) as the why, and a line for each refused pod not pending (a Service
+// whose change was refused keeps its old ports).
+func refusedFirst(pending []string, refused map[string]string) []string {
+	out := make([]string, 0, len(pending)+len(refused))
+	said := map[string]bool{}
+	for _, p := range pending {
+		pod, _, _ := strings.Cut(p, ": ")
+		if why, ok := refused[pod]; ok {
+			p, said[pod] = pod+": "+why, true
+		}
+		out = append(out, p)
+	}
+	for pod, why := range refused {
+		if !said[pod] {
+			out = append(out, pod+": "+why)
+		}
+	}
+	return out
 }
 
 // uncoveredMessage says which names the certificate of spec.tls.secretName does not cover.

@@ -1,8 +1,12 @@
 package controller
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
+
+	"k8s.io/utils/ptr"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -62,7 +66,7 @@ func TestServiceEndpointReadsNodePortsAndLoadBalancers(t *testing.T) {
 func TestExternalEndpointWaitsForALoadBalancerWithinItsBound(t *testing.T) {
 	g := NewWithT(t)
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "demo-0-external", CreationTimestamp: metav1.NewTime(time.Now().Add(-time.Minute))}}
-	s := &scope{live: map[string]client.Object{"Service/demo-0-external": svc}}
+	s := &scope{live: map[string]client.Object{"Service/demo-0-external": svc}, now: time.Now()}
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "demo-0"}}
 	_, why, waiting := externalEndpoint(s, redisv1alpha1.ExternalLoadBalancer, p)
 	g.Expect(why).NotTo(BeEmpty())
@@ -126,4 +130,69 @@ func TestUncoveredMessageNamesTheFieldTheSecretAndTheSANs(t *testing.T) {
 	g.Expect(msg).To(HavePrefix("spec.externalAccess.hostname: "))
 	g.Expect(msg).To(ContainSubstring("Secret demo-cert"))
 	g.Expect(msg).To(ContainSubstring("does not cover demo-0.redis.example.com (its DNS SANs: demo)"))
+}
+
+// A node port another Service holds: every per-pod Service is refused, said with the
+// port and the Service, and the cluster keeps serving on its pod addresses.
+func TestNodePortClashIsSaidAndTheClusterServes(t *testing.T) {
+	h := newHarness(t)
+	const base = 31700
+	rc, servers := formClusterOn(t, h, redistest.Config{}, func(rc *redisv1alpha1.RedisCluster) {
+		// The other Service is created in the cluster's namespace before the cluster.
+		var ports []corev1.ServicePort
+		for i := 0; i < 12; i++ {
+			ports = append(ports, corev1.ServicePort{Name: fmt.Sprintf("p%d", i), Port: int32(1000 + i), NodePort: int32(base + i)})
+		}
+		taken := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: rc.Namespace, Name: "taken"},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Ports: ports, Selector: map[string]string{"x": "y"}}}
+		if err := apiClient.Create(context.Background(), taken); err != nil {
+			t.Fatal(err)
+		}
+		rc.Spec.ExternalAccess = &redisv1alpha1.ExternalAccessSpec{Type: redisv1alpha1.ExternalNodePort, NodePortBase: ptr.To[int32](base)}
+	})
+	t.Cleanup(func() { _ = apiClient.Delete(context.Background(), &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: rc.Namespace, Name: "taken"}}) })
+	h.reconcile(rc)
+	got := get(t, rc)
+	g := NewWithT(t)
+	g.Expect(got.Status.Phase).To(Equal(redisv1alpha1.PhaseRunning))
+	g.Expect(got.Status.Reason).To(ContainSubstring("spec.externalAccess: no external address announced for demo-0: failed to apply Service demo-0-external"))
+	g.Expect(got.Status.Reason).To(ContainSubstring(fmt.Sprintf("%d: provided port is already allocated", base)))
+	for _, c := range got.Status.Conditions {
+		g.Expect(c.ExternalAddress).To(BeEmpty())
+	}
+	// formClusterOn drained the events of forming; the refusal was said then.
+	expectClusterServes(t, servers)
+}
+
+// A load balancer without an address is pending for loadBalancerBound (status.reason, no
+// Warning, a look again soon), then a Warning naming the Service; the cluster serves.
+func TestLoadBalancerWithoutAddressIsPendingThenAWarning(t *testing.T) {
+	h := newHarness(t)
+	rc, servers := formClusterOn(t, h, redistest.Config{}, func(rc *redisv1alpha1.RedisCluster) {
+		rc.Spec.ExternalAccess = &redisv1alpha1.ExternalAccessSpec{Type: redisv1alpha1.ExternalLoadBalancer}
+	})
+	g := NewWithT(t)
+	res := h.reconcile(rc)
+	got := get(t, rc)
+	g.Expect(got.Status.Phase).To(Equal(redisv1alpha1.PhaseRunning))
+	g.Expect(got.Status.Reason).To(ContainSubstring("spec.externalAccess: pending, waiting up to 3m0s for demo-0: the load balancer of Service demo-0-external has no address yet"))
+	g.Expect(res.RequeueAfter).To(BeNumerically(">", 0))
+	g.Expect(res.RequeueAfter).To(BeNumerically("<=", 15*time.Second))
+	g.Expect(h.events()).NotTo(ContainElement(ContainSubstring(ReasonExternalAccess)))
+
+	h.r.now = func() time.Time { return time.Now().Add(loadBalancerBound + time.Minute) }
+	h.reconcile(rc)
+	got = get(t, rc)
+	g.Expect(got.Status.Reason).To(ContainSubstring("spec.externalAccess: no external address announced for demo-0: the load balancer of Service demo-0-external has no address yet"))
+	g.Expect(h.events()).To(ContainElement(HavePrefix("Warning " + ReasonExternalAccess + " spec.externalAccess: no external address announced for demo-0")))
+	expectClusterServes(t, servers)
+}
+
+// expectClusterServes writes keys through the cluster of servers and reads them back.
+func expectClusterServes(t *testing.T, servers []*redistest.Server) {
+	t.Helper()
+	kc := newKeyClient(t, servers, "")
+	if lost := lostKeys(t, kc, writeKeys(t, kc, 50)); lost > 0 {
+		t.Fatalf("%d keys lost", lost)
+	}
 }
