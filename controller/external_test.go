@@ -150,7 +150,9 @@ func TestNodePortClashIsSaidAndTheClusterServes(t *testing.T) {
 		}
 		rc.Spec.ExternalAccess = &redisv1alpha1.ExternalAccessSpec{Type: redisv1alpha1.ExternalNodePort, NodePortBase: ptr.To[int32](base)}
 	})
-	t.Cleanup(func() { _ = apiClient.Delete(context.Background(), &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: rc.Namespace, Name: "taken"}}) })
+	t.Cleanup(func() {
+		_ = apiClient.Delete(context.Background(), &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: rc.Namespace, Name: "taken"}})
+	})
 	h.reconcile(rc)
 	got := get(t, rc)
 	g := NewWithT(t)
