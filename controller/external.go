@@ -100,6 +100,34 @@ func (e endpoint) announcedHostname(typ string) string {
 	return e.host
 }
 
+// hostnameOnly: the node announces a hostname and keeps its own IP and ports (the load
+// balancer's port and a pod's are both 6379).
+func hostnameOnly(typ string) bool {
+	return typ == redisv1alpha1.ExternalLoadBalancer || typ == announceInternal
+}
+
+// announceInternal is the announcement type of spec.announceHostnames: the pod's DNS
+// name, at its own port.
+const announceInternal = "Internal"
+
+// announceType is what the nodes announce: spec.externalAccess.type, announceInternal, or
+// "" (their IPs).
+func announceType(c *redisv1alpha1.RedisCluster) string {
+	switch {
+	case c.Spec.ExternalAccess != nil:
+		return c.Spec.ExternalAccess.Type
+	case c.Spec.AnnounceHostnames:
+		return announceInternal
+	}
+	return ""
+}
+
+// podDomainName is pod's stable DNS name inside Kubernetes, through the headless Service
+// named as the cluster (templates/service_headless.cue).
+func podDomainName(pod, cluster, ns string) string {
+	return fmt.Sprintf("%s.%s.%s.svc.cluster.local", pod, cluster, ns)
+}
+
 // Placeholders of spec.externalAccess.hostname.
 const (
 	placeholderPod       = "{{pod}}"
@@ -136,28 +164,39 @@ func externalServiceName(pod string) string { return pod + "-external" }
 func observeExternal(s *scope) {
 	s.external = nil
 	s.externalPending, s.externalWaiting, s.externalUncovered = nil, nil, nil
-	access := s.cluster.Spec.ExternalAccess
-	if access == nil {
+	typ := announceType(s.cluster)
+	if typ == "" {
 		return
 	}
+	access := s.cluster.Spec.ExternalAccess
 	s.external = map[string]endpoint{}
 	for _, p := range s.pods {
 		if p == nil || p.DeletionTimestamp != nil && p.Status.PodIP == "" {
 			continue
 		}
-		e, why, waiting := externalEndpoint(s, access.Type, p)
+		var e endpoint
+		var why string
+		var waiting bool
 		switch {
-		case why == "" && access.Hostname != "":
-			e.name = hostnameOf(access.Hostname, s.cluster.Name, s.cluster.Namespace, p.Name)
-			if s.cluster.Spec.TLS != nil {
-				var leaf *x509.Certificate
-				if s.tls != nil {
-					leaf = s.tls.leaf
-				}
-				if len(uncovered(leaf, []string{e.name})) > 0 {
-					s.externalUncovered = append(s.externalUncovered, e.name)
-					continue
-				}
+		case access == nil && p.Status.PodIP == "":
+			continue
+		case access == nil:
+			e = endpoint{host: p.Status.PodIP, port: redisPort, name: podDomainName(p.Name, s.cluster.Name, s.cluster.Namespace)}
+		default:
+			e, why, waiting = externalEndpoint(s, typ, p)
+			if why == "" && access.Hostname != "" {
+				e.name = hostnameOf(access.Hostname, s.cluster.Name, s.cluster.Namespace, p.Name)
+			}
+		}
+		switch {
+		case why == "" && e.name != "" && s.cluster.Spec.TLS != nil:
+			var leaf *x509.Certificate
+			if s.tls != nil {
+				leaf = s.tls.leaf
+			}
+			if len(uncovered(leaf, []string{e.name})) > 0 {
+				s.externalUncovered = append(s.externalUncovered, e.name)
+				continue
 			}
 		case why != "" && p.DeletionTimestamp == nil && waiting:
 			s.externalWaiting = append(s.externalWaiting, p.Name+": "+why)
@@ -170,6 +209,10 @@ func observeExternal(s *scope) {
 		}
 		e.tls = s.cluster.Spec.TLS != nil
 		s.external[p.Name] = e
+	}
+	if typ != redisv1alpha1.ExternalNodePort {
+		// Only node ports show in CLUSTER NODES as another address of the pod.
+		return
 	}
 	for i := range s.members {
 		if e, ok := s.external[s.members[i].Pod]; ok {
@@ -240,7 +283,7 @@ func announcement(typ string, e endpoint) []redis.Setting {
 	if hostname[0].Value != "" {
 		hostname[1].Value = "hostname"
 	}
-	if typ == redisv1alpha1.ExternalLoadBalancer {
+	if hostnameOnly(typ) {
 		return hostname
 	}
 	// With tls-cluster the port a node announces is its TLS port
@@ -264,7 +307,7 @@ func announces(typ string, shown, hostname string, busPort int, e endpoint) bool
 	if hostname != e.announcedHostname(typ) {
 		return false
 	}
-	return typ == redisv1alpha1.ExternalLoadBalancer || shown == e.addr() && busPort == e.busPort
+	return hostnameOnly(typ) || shown == e.addr() && busPort == e.busPort
 }
 
 // reconcileExternal has every reachable member announce its external address, when its
@@ -272,8 +315,8 @@ func announces(typ string, shown, hostname string, busPort int, e endpoint) bool
 // known yet or an announcement Redis refused is a Warning and the status reason, and the
 // node goes on announcing what it did.
 func (r *Reconciler) reconcileExternal(ctx context.Context, s *scope) {
-	access := s.cluster.Spec.ExternalAccess
-	if access == nil || s.redis == nil {
+	typ := announceType(s.cluster)
+	if s.redis == nil {
 		return
 	}
 	var set, failed []string
@@ -281,26 +324,38 @@ func (r *Reconciler) reconcileExternal(ctx context.Context, s *scope) {
 	for i := range s.redis.Members {
 		m := &s.redis.Members[i]
 		self := m.Self()
+		if self == nil {
+			continue
+		}
 		e, ok := s.external[m.Pod]
-		if self == nil || !ok {
+		mode := typ
+		if typ == "" && self.Hostname != "" {
+			// spec.announceHostnames turned off: the node announces its IP again.
+			mode, e, ok = announceInternal, endpoint{}, true
+		}
+		if !ok {
 			continue
 		}
 		shown := self.Announced
 		if shown == "" {
 			shown = self.Addr()
 		}
-		if announces(access.Type, shown, self.Hostname, self.BusPort, e) {
+		if announces(mode, shown, self.Hostname, self.BusPort, e) {
 			continue
 		}
-		if err := redis.ApplyLive(ctx, f, []string{m.Addr}, announcement(access.Type, e)); err != nil {
+		if err := redis.ApplyLive(ctx, f, []string{m.Addr}, announcement(mode, e)); err != nil {
 			failed = append(failed, fmt.Sprintf("%s: %v", m.Pod, err))
+			continue
+		}
+		if e == (endpoint{}) {
+			set = append(set, m.Pod+" its IP")
 			continue
 		}
 		set = append(set, m.Pod+" "+e.clientAddr())
 	}
 	if len(set) > 0 {
 		log.FromContext(ctx).Info("Announced external addresses", "nodes", set)
-		r.Recorder.Eventf(s.cluster, corev1.EventTypeNormal, ReasonAnnounced, "Nodes announce their external address: %s", strings.Join(set, ", "))
+		r.Recorder.Eventf(s.cluster, corev1.EventTypeNormal, ReasonAnnounced, "Nodes announce their address for clients: %s", strings.Join(set, ", "))
 	}
 	problems := append(refusedFirst(s.externalPending, s.externalRefused), failed...)
 	if len(problems) > 0 {
@@ -308,7 +363,11 @@ func (r *Reconciler) reconcileExternal(ctx context.Context, s *scope) {
 		r.warnOnce(s, ReasonExternalAccess, "spec.externalAccess: no external address announced for "+strings.Join(problems, "; ")+"; those nodes announce their pod address, reachable inside Kubernetes only")
 	}
 	if len(s.externalUncovered) > 0 {
-		r.warnOnce(s, ReasonExternalCertificate, uncoveredMessage(s.cluster, s.tls, s.externalUncovered))
+		field := "spec.externalAccess.hostname"
+		if typ == announceInternal {
+			field = "spec.announceHostnames"
+		}
+		r.warnOnce(s, ReasonExternalCertificate, uncoveredMessage(field, s.cluster, s.tls, s.externalUncovered))
 	}
 	if len(s.externalWaiting) > 0 {
 		// Said in the status only: a load balancer takes a while.
@@ -343,7 +402,7 @@ func refusedFirst(pending []string, refused map[string]string) []string {
 }
 
 // uncoveredMessage says which names the certificate of spec.tls.secretName does not cover.
-func uncoveredMessage(c *redisv1alpha1.RedisCluster, t *tlsState, names []string) string {
+func uncoveredMessage(field string, c *redisv1alpha1.RedisCluster, t *tlsState, names []string) string {
 	sans := "it could not be read"
 	if t != nil && t.leaf != nil {
 		sans = "its DNS SANs: " + strings.Join(t.leaf.DNSNames, ", ")
@@ -351,15 +410,15 @@ func uncoveredMessage(c *redisv1alpha1.RedisCluster, t *tlsState, names []string
 			sans = "it has no DNS SAN"
 		}
 	}
-	return fmt.Sprintf("spec.externalAccess.hostname: the certificate of spec.tls.secretName (Secret %s) does not cover %s (%s); those nodes do not announce their names and serve on their pod addresses inside Kubernetes: add the names (or a wildcard) to the certificate's SANs",
-		c.Spec.TLS.SecretName, strings.Join(names, ", "), sans)
+	return fmt.Sprintf("%s: the certificate of spec.tls.secretName (Secret %s) does not cover %s (%s); those nodes do not announce their names and serve on their pod addresses inside Kubernetes: add the names (or a wildcard) to the certificate's SANs",
+		field, c.Spec.TLS.SecretName, strings.Join(names, ", "), sans)
 }
 
 // externalAddress is what status shows for pod: the external address its node announces,
 // "" when it announces none.
 func externalAddress(s *scope, pod string) string {
 	e, ok := s.external[pod]
-	if !ok || s.redis == nil {
+	if !ok || s.redis == nil || s.cluster.Spec.ExternalAccess == nil {
 		return ""
 	}
 	for i := range s.redis.Members {

@@ -6,16 +6,17 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/utils/ptr"
-
+	goredis "github.com/go-redis/redis/v8"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 	"github.com/hc-middleware/redis-cluster-operator/redis"
 	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
 // The pure parts of external access: names, certificates, Services and announcements.
@@ -126,7 +127,7 @@ func TestUncoveredMessageNamesTheFieldTheSecretAndTheSANs(t *testing.T) {
 	leaf, err := redis.TLSMaterial{Cert: data["tls.crt"], Key: data["tls.key"]}.Leaf()
 	g.Expect(err).NotTo(HaveOccurred())
 	rc := &redisv1alpha1.RedisCluster{Spec: redisv1alpha1.RedisClusterSpec{TLS: &redisv1alpha1.TLSSpec{SecretName: "demo-cert"}}}
-	msg := uncoveredMessage(rc, &tlsState{leaf: leaf}, []string{"demo-0.redis.example.com"})
+	msg := uncoveredMessage("spec.externalAccess.hostname", rc, &tlsState{leaf: leaf}, []string{"demo-0.redis.example.com"})
 	g.Expect(msg).To(HavePrefix("spec.externalAccess.hostname: "))
 	g.Expect(msg).To(ContainSubstring("Secret demo-cert"))
 	g.Expect(msg).To(ContainSubstring("does not cover demo-0.redis.example.com (its DNS SANs: demo)"))
@@ -197,4 +198,64 @@ func expectClusterServes(t *testing.T, servers []*redistest.Server) {
 	if lost := lostKeys(t, kc, writeKeys(t, kc, 50)); lost > 0 {
 		t.Fatalf("%d keys lost", lost)
 	}
+}
+
+// spec.announceHostnames on real servers: each node announces its pod's DNS name, which
+// a MOVED then gives; turned off, each announces its IP again. The cluster serves
+// throughout.
+func TestAnnounceHostnamesOnAndOff(t *testing.T) {
+	h := newHarness(t)
+	rc, servers := formClusterOn(t, h, redistest.Config{}, func(rc *redisv1alpha1.RedisCluster) { rc.Spec.AnnounceHostnames = true })
+	h.reconcile(rc)
+	g := NewWithT(t)
+	ctx := context.Background()
+	ownHostname := func(addr string) string {
+		c := goredis.NewClient(&goredis.Options{Addr: addr})
+		defer c.Close()
+		text, err := c.ClusterNodes(ctx).Result()
+		g.Expect(err).NotTo(HaveOccurred())
+		nodes, err := topology.ParseClusterNodes(text)
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, n := range nodes {
+			if n.Myself {
+				return n.Hostname
+			}
+		}
+		return "?"
+	}
+	for i, s := range servers {
+		g.Expect(ownHostname(s.Addr)).To(Equal(fmt.Sprintf("demo-%d.demo.%s.svc.cluster.local", i, rc.Namespace)))
+	}
+	// A MOVED names the owner by its name and port.
+	c := goredis.NewClient(&goredis.Options{Addr: servers[0].Addr})
+	defer c.Close()
+	var moved string
+	for i := 0; moved == ""; i++ {
+		if err := c.Set(ctx, fmt.Sprintf("k%d", i), "v", 0).Err(); err != nil {
+			moved = err.Error()
+		}
+	}
+	g.Expect(moved).To(MatchRegexp(`^MOVED [0-9]+ demo-[0-9]\.demo\.` + rc.Namespace + `\.svc\.cluster\.local:[0-9]+$`))
+	g.Expect(get(t, rc).Status.Conditions[0].ExternalAddress).To(BeEmpty(), "externalAddress is for spec.externalAccess")
+	// The node the name is of (resolved here by hand: no cluster DNS) serves the key.
+	var slot, i int
+	_, err := fmt.Sscanf(moved, "MOVED %d demo-%d.", &slot, &i)
+	g.Expect(err).NotTo(HaveOccurred())
+	owner := goredis.NewClient(&goredis.Options{Addr: servers[i].Addr})
+	defer owner.Close()
+	key := ""
+	for j := 0; key == ""; j++ {
+		if k := fmt.Sprintf("k%d", j); topology.KeySlot(k) == slot {
+			key = k
+		}
+	}
+	g.Expect(owner.Set(ctx, key, "v", 0).Err()).To(Succeed())
+
+	update(t, rc, func(spec *redisv1alpha1.RedisClusterSpec) { spec.AnnounceHostnames = false })
+	h.reconcile(rc)
+	for _, s := range servers {
+		g.Expect(ownHostname(s.Addr)).To(BeEmpty())
+	}
+	g.Expect(c.Set(ctx, "k-after", "v", 0).Err()).To(Or(Succeed(), MatchError(MatchRegexp(`^MOVED [0-9]+ 127\.0\.0\.1:[0-9]+$`))))
+	expectClusterServes(t, servers)
 }

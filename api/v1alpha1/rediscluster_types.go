@@ -53,6 +53,7 @@ const FinalizersForeground = "foreground"
 // +kubebuilder:validation:XValidation:rule="(has(self.pause) && self.pause) || !self.version.matches('^[vV]?[0-5]([.-].*)?$')",message="spec.version: Redis below 6 is refused (no ACL users, and its clients can run code in the container); use 6.0 or later (a paused cluster may keep an older version until it is unpaused)",fieldPath=".version",reason="FieldValueInvalid"
 // +kubebuilder:validation:XValidation:rule="has(self.restoreFrom) == has(oldSelf.restoreFrom)",message="spec.restoreFrom: cannot be added to or removed from an existing cluster (a restore fills a new, empty cluster before it serves); create a new RedisCluster with it",fieldPath=".restoreFrom",reason="FieldValueForbidden"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.externalAccess) || (has(self.externalAccess) && self.externalAccess.type == oldSelf.externalAccess.type)",message="spec.externalAccess: cannot be removed or change type on an existing cluster (its nodes would keep announcing the old addresses, which stop working, until each pod restarts); create a new RedisCluster instead",fieldPath=".externalAccess",reason="FieldValueForbidden"
+// +kubebuilder:validation:XValidation:rule="!has(self.announceHostnames) || !self.announceHostnames || !has(self.externalAccess)",message="spec.announceHostnames: not with spec.externalAccess (a node announces one name: with externalAccess it is the outside one, set by spec.externalAccess.hostname); remove one of them",fieldPath=".announceHostnames",reason="FieldValueForbidden"
 // +kubebuilder:validation:XValidation:rule="!has(self.externalAccess) || !has(self.tls) || has(self.externalAccess.hostname)",message="spec.externalAccess.hostname: required with spec.tls (a TLS client checks the name it dials against the certificate; node and load-balancer IPs change, names do not): set a pattern the certificate's SANs cover, e.g. '{{pod}}.redis.example.com'",fieldPath=".externalAccess",reason="FieldValueRequired"
 type RedisClusterSpec struct {
 	// replicas is the total number of Redis instances (pods), masters and replicas
@@ -176,6 +177,19 @@ type RedisClusterSpec struct {
 	// nodes announce their pod IPs).
 	// +optional
 	ExternalAccess *ExternalAccessSpec `json:"externalAccess,omitempty"`
+
+	// announceHostnames has every node announce its pod's stable DNS name inside
+	// Kubernetes, NAME-i.NAME.NS.svc.cluster.local (the headless Service NAME; the same
+	// as status.conditions[].domainName), with Redis 7's cluster-announce-hostname and
+	// cluster-preferred-endpoint-type hostname (addition): MOVED, ASK and CLUSTER SLOTS
+	// give clients inside Kubernetes names instead of pod IPs, which a TLS client can
+	// check. With spec.tls the certificate's SANs must cover them (e.g.
+	// *.NAME.NS.svc.cluster.local); a name it does not cover is not announced, and
+	// status.reason and a Warning event say so. Not with externalAccess, whose hostname
+	// names the nodes outside. Set live, no restart; turning it off has the nodes
+	// announce their IPs again. Default false.
+	// +optional
+	AnnounceHostnames bool `json:"announceHostnames,omitempty"`
 
 	// tls serves Redis over TLS with the certificate of a Secret (addition): clients,
 	// the operator, replication, MIGRATE and the cluster bus. The TLS port is 6379; the

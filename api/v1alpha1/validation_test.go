@@ -597,7 +597,8 @@ func TestExternalAccessCannotBeRemovedOrRetyped(t *testing.T) {
 }
 
 // TestExternalAccessHostname checks spec.externalAccess.hostname: required with spec.tls
-// (names, not IPs, are what a TLS client checks), a pattern that names each node apart.
+// (names, not IPs, are what a TLS client checks), a pattern that names each node apart;
+// and spec.announceHostnames (the names inside), not with externalAccess.
 func TestExternalAccessHostname(t *testing.T) {
 	needAPIServer(t)
 	ctx := context.Background()
@@ -616,6 +617,18 @@ func TestExternalAccessHostname(t *testing.T) {
 			_ = k8sClient.Delete(ctx, rc)
 			t.Errorf("hostname %q: %v, want refused naming spec.externalAccess.hostname", bad, err)
 		}
+	}
+	both := validCluster("external-and-inside-names")
+	both.Spec.AnnounceHostnames = true
+	both.Spec.ExternalAccess = &redisv1alpha1.ExternalAccessSpec{Type: redisv1alpha1.ExternalNodePort}
+	requireRefused(t, k8sClient.Create(ctx, both, strict), "spec.announceHostnames", "not with spec.externalAccess")
+	inside := validCluster("inside-names")
+	inside.Spec.AnnounceHostnames = true
+	inside.Spec.TLS = &redisv1alpha1.TLSSpec{SecretName: "demo-cert"}
+	if err := k8sClient.Create(ctx, inside, strict); err != nil {
+		t.Errorf("announceHostnames with TLS: %v", err)
+	} else {
+		t.Cleanup(func() { _ = k8sClient.Delete(ctx, inside) })
 	}
 	for i, good := range []string{"{{pod}}.redis.example.com", "r{{index}}.{{namespace}}.example.com"} {
 		rc := withTLS(fmt.Sprintf("external-tls-name-%d", i), &redisv1alpha1.ExternalAccessSpec{Type: redisv1alpha1.ExternalLoadBalancer, Hostname: good})
