@@ -172,7 +172,8 @@ func TestNodePortClashIsSaidAndTheClusterServes(t *testing.T) {
 func TestLoadBalancerWithoutAddressIsPendingThenAWarning(t *testing.T) {
 	h := newHarness(t)
 	rc, servers := formClusterOn(t, h, redistest.Config{}, func(rc *redisv1alpha1.RedisCluster) {
-		rc.Spec.ExternalAccess = &redisv1alpha1.ExternalAccessSpec{Type: redisv1alpha1.ExternalLoadBalancer}
+		// A name too: rendered, and announced only once the load balancer has an address.
+		rc.Spec.ExternalAccess = &redisv1alpha1.ExternalAccessSpec{Type: redisv1alpha1.ExternalLoadBalancer, Hostname: "{{pod}}.lb.example.com"}
 	})
 	g := NewWithT(t)
 	res := h.reconcile(rc)
