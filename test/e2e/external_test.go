@@ -189,16 +189,13 @@ func TestExternalAccessNodePort(t *testing.T) {
 	// each redirect it follows.
 	transcript := interactiveRedisCLI(ctx, t, host, port, pw, "get "+key, "set "+key+" again", "get "+key)
 	t.Logf("$ redis-cli -c -h %s -p %s   (interactive)\n%s", host, port, transcript)
-	if i := strings.Index(transcript, "-> Redirected to slot"); i < 0 {
+	if m := regexp.MustCompile(`-> Redirected to slot \[[0-9]+\] located at (\S+)`).FindStringSubmatch(transcript); m == nil {
 		t.Errorf("redis-cli -c printed no redirect")
-	} else if f := strings.Fields(transcript[i:]); len(f) < 7 || !redirects0(allowed, f[6]) {
-		t.Errorf("redis-cli -c was redirected to %q, not a node's address", transcript[i:])
+	} else if !onHosts(allowed, m[1]) {
+		t.Errorf("redis-cli -c was redirected to %s, not a node's address", m[1])
 	}
 
-	redirects := &redirectLog{reachable: func(addr string) bool {
-		h, _, err := net.SplitHostPort(addr)
-		return err == nil && allowed[h]
-	}}
+	redirects := &redirectLog{reachable: func(addr string) bool { return onHosts(allowed, addr) }}
 	r.OnRedirect(redirects.note)
 	start := time.Now()
 	if err := r.Load(ctx, "pre", faultKeys); err != nil {
@@ -312,8 +309,8 @@ func TestExternalAccessNodePort(t *testing.T) {
 	}
 }
 
-// redirects0 reports whether addr, "host:port", is on one of the allowed hosts.
-func redirects0(allowed map[string]bool, addr string) bool {
+// onHosts reports whether addr, "host:port", is on one of the allowed hosts.
+func onHosts(allowed map[string]bool, addr string) bool {
 	h, _, err := net.SplitHostPort(addr)
 	return err == nil && allowed[h]
 }
