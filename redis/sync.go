@@ -21,7 +21,7 @@ type SyncCheck struct {
 	// announces, spec.externalAccess NodePort: its replicas replicate from that one).
 	MasterAliases []string
 	Master        topology.Replication
-	Replica    topology.Replication
+	Replica       topology.Replication
 }
 
 // CaughtUp reports whether the replica holds everything its master had written when the
