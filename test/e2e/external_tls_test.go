@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/go-redis/redis/v8"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -137,6 +138,21 @@ func TestExternalAccessTLSHostnames(t *testing.T) {
 	}
 	sort.Strings(nodes)
 	d := &nameDialer{domain: domain, nodes: nodes, tls: cfg}
+	// Each node has announced its name; the others learn it by gossip, within a second or
+	// two: until then one of them could still send a client to a pod IP.
+	g.Eventually(func(g Gomega) {
+		for pod, addr := range names {
+			c := goredis.NewClient(&goredis.Options{Addr: addr, Password: pw, Dialer: d.dial})
+			text, err := c.ClusterNodes(ctx).Result()
+			c.Close()
+			g.Expect(err).NotTo(HaveOccurred(), "CLUSTER NODES on %s", pod)
+			seen, err := topology.ParseClusterNodes(text)
+			g.Expect(err).NotTo(HaveOccurred())
+			for _, n := range seen {
+				g.Expect(n.Hostname).To(HaveSuffix("."+domain), "%s sees a node without its name:\n%s", pod, text)
+			}
+		}
+	}, time.Minute, 200*time.Millisecond).Should(Succeed())
 	r := framework.NewRouter(func(ctx context.Context) ([]string, error) {
 		var out []string
 		for _, c := range getCluster(ctx, t, ns, name).Status.Conditions {
