@@ -104,7 +104,12 @@ func (r *Reconciler) act(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if err := r.reconcileLiveConfig(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
-	return action(r, ctx, s)
+	res, err := action(r, ctx, s)
+	if d := s.externalRecheck; d > 0 && (res.RequeueAfter == 0 || res.RequeueAfter > d) {
+		// A load balancer still pending: it is a Warning once loadBalancerBound passes.
+		res.RequeueAfter = d
+	}
+	return res, err
 }
 
 // warnNotices says each notice (a problem that does not stop the reconcile) as a Warning,

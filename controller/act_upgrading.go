@@ -127,7 +127,13 @@ func (r *Reconciler) replicaBehind(ctx context.Context, s *scope) string {
 
 // syncWait is "" when the replica is caught up with the master, else why it is not.
 func (r *Reconciler) syncWait(ctx context.Context, f redis.Factory, master, replica *topology.MemberState) string {
-	c, err := redis.CheckSync(ctx, f, master.Addr, replica.Addr, syncCheckWithin)
+	var aliases []string
+	if master.External != "" {
+		// spec.externalAccess NodePort: replicas replicate from the node port the master
+		// announces.
+		aliases = append(aliases, master.External)
+	}
+	c, err := redis.CheckSync(ctx, f, master.Addr, replica.Addr, syncCheckWithin, aliases...)
 	switch {
 	case err != nil:
 		return fmt.Sprintf("Waiting for replica %s to answer a sync check: %v", replica.Pod, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -47,9 +48,13 @@ func (r *Reconciler) apply(ctx context.Context, s *scope, objs []*unstructured.U
 			client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 			err = fmt.Errorf("failed to apply %s %s: %w", desired.GetKind(), desired.GetName(), err)
 			if desired.GetLabels()[componentLabel] == "external" {
-				// A per-pod external Service (a node port taken or out of range): said,
-				// and the rest goes on, so the cluster serves on its pod addresses.
-				r.warnOnce(s, ReasonExternalAccess, "spec.externalAccess: "+err.Error()+"; the node keeps announcing its pod address")
+				// A per-pod external Service (a node port taken or out of range): said by
+				// reconcileExternal, and the rest goes on, so the cluster serves on its
+				// pod addresses.
+				if s.externalRefused == nil {
+					s.externalRefused = map[string]string{}
+				}
+				s.externalRefused[strings.TrimSuffix(desired.GetName(), "-external")] = err.Error()
 				continue
 			}
 			r.warnOnce(s, ReasonApplyFailed, err.Error())

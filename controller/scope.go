@@ -64,6 +64,14 @@ type scope struct {
 	// (observeExternal).
 	external        map[string]endpoint
 	externalPending []string
+	// externalWaiting are pods whose load balancer has no address yet but may still get
+	// one (loadBalancerBound); externalUncovered the names the certificate does not cover.
+	externalWaiting, externalUncovered []string
+	// externalRefused is why the API server refused a pod's external Service, by pod
+	// (applyObjects).
+	externalRefused map[string]string
+	// externalRecheck, when not 0, is when to look again (a load balancer pending).
+	externalRecheck time.Duration
 	// templateChanged is true when the rendered pod template differs from the applied one (observeKubernetes).
 	templateChanged bool
 	// appliedSize is the size the operator last gave the StatefulSet (observeKubernetes,

@@ -248,7 +248,7 @@ func instanceConditions(s *scope) []redisv1alpha1.RedisClusterCondition {
 		}
 		c := redisv1alpha1.RedisClusterCondition{
 			Name:       p.Name,
-			DomainName: fmt.Sprintf("%s.%s.%s.svc.cluster.local", p.Name, s.cluster.Name, p.Namespace),
+			DomainName: podDomainName(p.Name, s.cluster.Name, p.Namespace),
 			Hostname:   p.Spec.NodeName,
 			HostIP:     p.Status.HostIP,
 		}

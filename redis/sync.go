@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
@@ -16,8 +17,11 @@ const syncPoll = 20 * time.Millisecond
 type SyncCheck struct {
 	// MasterAddr is the address the master was read at.
 	MasterAddr string
-	Master     topology.Replication
-	Replica    topology.Replication
+	// MasterAliases are other addresses of the same master (the external address it
+	// announces, spec.externalAccess NodePort: its replicas replicate from that one).
+	MasterAliases []string
+	Master        topology.Replication
+	Replica       topology.Replication
 }
 
 // CaughtUp reports whether the replica holds everything its master had written when the
@@ -64,18 +68,20 @@ func (c SyncCheck) Why() string {
 	return ""
 }
 
-// replicatesFromMaster is true when the replica names the checked master as its own; a
-// replica that does not report master_host is taken at its word.
+// replicatesFromMaster is true when the replica names the checked master as its own, at
+// its address or one of its aliases; a replica that does not report master_host is taken
+// at its word.
 func (c SyncCheck) replicatesFromMaster() bool {
-	return c.Replica.MasterAddr == "" || c.Replica.MasterAddr == c.MasterAddr
+	return c.Replica.MasterAddr == "" || c.Replica.MasterAddr == c.MasterAddr || slices.Contains(c.MasterAliases, c.Replica.MasterAddr)
 }
 
 // CheckSync reads the master's replication offset, then the replica's, and reads the
 // replica again (every 20 ms, for at most within) while its link is up and it is still
 // behind: a replica that keeps up with a busy master passes once it has processed the
-// bytes in flight, a lagging or syncing one fails fast. It only reads.
-func CheckSync(ctx context.Context, f Factory, masterAddr, replicaAddr string, within time.Duration) (SyncCheck, error) {
-	c := SyncCheck{MasterAddr: masterAddr}
+// bytes in flight, a lagging or syncing one fails fast. It only reads. masterAliases are
+// other addresses the replica may name the master by (SyncCheck.MasterAliases).
+func CheckSync(ctx context.Context, f Factory, masterAddr, replicaAddr string, within time.Duration, masterAliases ...string) (SyncCheck, error) {
+	c := SyncCheck{MasterAddr: masterAddr, MasterAliases: masterAliases}
 	var err error
 	if c.Master, err = f.For(masterAddr).Replication(ctx); err != nil {
 		return c, fmt.Errorf("failed to check the sync of %s: %w", replicaAddr, err)

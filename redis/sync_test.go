@@ -194,3 +194,18 @@ func TestSyncCheckNamesTheWrongMaster(t *testing.T) {
 		t.Fatalf("one byte behind reads as caught up (lag %d)", c.Lag())
 	}
 }
+
+// A replica of a master that announces a node port (spec.externalAccess NodePort)
+// replicates from that address: it is the same master.
+func TestSyncCheckKnowsTheMasterByItsAnnouncedAddress(t *testing.T) {
+	c := SyncCheck{MasterAddr: "10.0.0.1:6379", MasterAliases: []string{"198.18.0.11:32311"},
+		Master:  topology.Replication{Role: topology.RoleMaster, Offset: 100},
+		Replica: topology.Replication{Role: topology.RoleSlave, LinkUp: true, Offset: 100, MasterAddr: "198.18.0.11:32311"}}
+	if !c.CaughtUp() || c.Why() != "" {
+		t.Fatalf("a replica of the master's announced address reads as %q", c.Why())
+	}
+	c.Replica.MasterAddr = "198.18.0.12:30001"
+	if c.CaughtUp() || !strings.Contains(c.Why(), "replicates from 198.18.0.12:30001") {
+		t.Fatalf("a replica of another address reads as %q", c.Why())
+	}
+}

@@ -53,7 +53,8 @@ const FinalizersForeground = "foreground"
 // +kubebuilder:validation:XValidation:rule="(has(self.pause) && self.pause) || !self.version.matches('^[vV]?[0-5]([.-].*)?$')",message="spec.version: Redis below 6 is refused (no ACL users, and its clients can run code in the container); use 6.0 or later (a paused cluster may keep an older version until it is unpaused)",fieldPath=".version",reason="FieldValueInvalid"
 // +kubebuilder:validation:XValidation:rule="has(self.restoreFrom) == has(oldSelf.restoreFrom)",message="spec.restoreFrom: cannot be added to or removed from an existing cluster (a restore fills a new, empty cluster before it serves); create a new RedisCluster with it",fieldPath=".restoreFrom",reason="FieldValueForbidden"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.externalAccess) || (has(self.externalAccess) && self.externalAccess.type == oldSelf.externalAccess.type)",message="spec.externalAccess: cannot be removed or change type on an existing cluster (its nodes would keep announcing the old addresses, which stop working, until each pod restarts); create a new RedisCluster instead",fieldPath=".externalAccess",reason="FieldValueForbidden"
-// +kubebuilder:validation:XValidation:rule="!has(self.externalAccess) || !has(self.tls)",message="spec.externalAccess: not supported with spec.tls yet (the nodes would announce addresses their certificate does not name); remove one of them",fieldPath=".externalAccess",reason="FieldValueForbidden"
+// +kubebuilder:validation:XValidation:rule="!has(self.announceHostnames) || !self.announceHostnames || !has(self.externalAccess)",message="spec.announceHostnames: not with spec.externalAccess (a node announces one name: with externalAccess it is the outside one, set by spec.externalAccess.hostname); remove one of them",fieldPath=".announceHostnames",reason="FieldValueForbidden"
+// +kubebuilder:validation:XValidation:rule="!has(self.externalAccess) || !has(self.tls) || has(self.externalAccess.hostname)",message="spec.externalAccess.hostname: required with spec.tls (a TLS client checks the name it dials against the certificate; node and load-balancer IPs change, names do not): set a pattern the certificate's SANs cover, e.g. '{{pod}}.redis.example.com'",fieldPath=".externalAccess",reason="FieldValueRequired"
 type RedisClusterSpec struct {
 	// replicas is the total number of Redis instances (pods), masters and replicas
 	// together (seed: `replicas`). Masters = replicas / (1 + replicasPerMaster); the
@@ -172,10 +173,23 @@ type RedisClusterSpec struct {
 	// (addition): a Service per pod, NAME-i-external, of type NodePort or LoadBalancer,
 	// and each node announces that address to clients, so a cluster-mode client outside
 	// the pod network follows MOVED and ASK redirects to addresses it can reach
-	// (docs/external-access.md). Not with spec.tls yet. Default: none (the nodes announce
-	// their pod IPs).
+	// (docs/external-access.md). With spec.tls it needs hostname. Default: none (the
+	// nodes announce their pod IPs).
 	// +optional
 	ExternalAccess *ExternalAccessSpec `json:"externalAccess,omitempty"`
+
+	// announceHostnames has every node announce its pod's stable DNS name inside
+	// Kubernetes, NAME-i.NAME.NS.svc.cluster.local (the headless Service NAME; the same
+	// as status.conditions[].domainName), with Redis 7's cluster-announce-hostname and
+	// cluster-preferred-endpoint-type hostname (addition): MOVED, ASK and CLUSTER SLOTS
+	// give clients inside Kubernetes names instead of pod IPs, which a TLS client can
+	// check. With spec.tls the certificate's SANs must cover them (e.g.
+	// *.NAME.NS.svc.cluster.local); a name it does not cover is not announced, and
+	// status.reason and a Warning event say so. Not with externalAccess, whose hostname
+	// names the nodes outside. Set live, no restart; turning it off has the nodes
+	// announce their IPs again. Default false.
+	// +optional
+	AnnounceHostnames bool `json:"announceHostnames,omitempty"`
 
 	// tls serves Redis over TLS with the certificate of a Secret (addition): clients,
 	// the operator, replication, MIGRATE and the cluster bus. The TLS port is 6379; the
@@ -245,6 +259,23 @@ type ExternalAccessSpec struct {
 	// +kubebuilder:validation:Maximum=65535
 	// +optional
 	NodePortBase *int32 `json:"nodePortBase,omitempty"`
+
+	// hostname turns on hostname mode: every node announces a DNS name (Redis 7's
+	// cluster-announce-hostname with cluster-preferred-endpoint-type hostname), so
+	// MOVED, ASK, CLUSTER SLOTS and CLUSTER SHARDS give clients names, not IPs. It is a
+	// pattern with {{pod}} (the pod's name, NAME-i), {{index}} (i) and {{namespace}},
+	// e.g. "{{pod}}.redis.example.com"; it must name each pod apart ({{pod}} or
+	// {{index}}). Your DNS resolves each name to where the node's external port is
+	// served: with NodePort any Kubernetes node's IP (the node port forwards from
+	// every node), with LoadBalancer the pod's load balancer. With spec.tls the
+	// certificate's SANs must cover every name (a wildcard will do); a name it does not
+	// cover is not announced, and status.reason and a Warning event say which.
+	// Required with spec.tls. Default: none (nodes announce IPs).
+	// +kubebuilder:validation:MaxLength=200
+	// +kubebuilder:validation:Pattern=`^([a-z0-9.-]|\{\{(pod|index|namespace)\}\})+$`
+	// +kubebuilder:validation:XValidation:rule="self.contains('{{pod}}') || self.contains('{{index}}')",message="spec.externalAccess.hostname: must contain {{pod}} or {{index}}, so that every node gets its own name",reason="FieldValueInvalid"
+	// +optional
+	Hostname string `json:"hostname,omitempty"`
 
 	// annotations are added to every per-pod Service, e.g. for a cloud load balancer.
 	// Default none.

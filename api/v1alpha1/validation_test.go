@@ -595,3 +595,47 @@ func TestExternalAccessCannotBeRemovedOrRetyped(t *testing.T) {
 	rc.Spec.ExternalAccess = nil
 	requireRefused(t, k8sClient.Update(ctx, rc, strict), "spec.externalAccess", "cannot be removed or change type")
 }
+
+// TestExternalAccessHostname checks spec.externalAccess.hostname: required with spec.tls
+// (names, not IPs, are what a TLS client checks), a pattern that names each node apart;
+// and spec.announceHostnames (the names inside), not with externalAccess.
+func TestExternalAccessHostname(t *testing.T) {
+	needAPIServer(t)
+	ctx := context.Background()
+	withTLS := func(name string, access *redisv1alpha1.ExternalAccessSpec) *redisv1alpha1.RedisCluster {
+		rc := validCluster(name)
+		rc.Spec.TLS = &redisv1alpha1.TLSSpec{SecretName: "demo-cert"}
+		rc.Spec.ExternalAccess = access
+		return rc
+	}
+	requireRefused(t, k8sClient.Create(ctx, withTLS("external-tls-ip", &redisv1alpha1.ExternalAccessSpec{Type: redisv1alpha1.ExternalNodePort}), strict),
+		"spec.externalAccess.hostname", "required with spec.tls")
+	for _, bad := range []string{"redis.example.com", "{{name}}.example.com", "{{pod}}.Example.com", "{{pod}}_x.example.com"} {
+		rc := validCluster("external-bad-hostname")
+		rc.Spec.ExternalAccess = &redisv1alpha1.ExternalAccessSpec{Type: redisv1alpha1.ExternalNodePort, Hostname: bad}
+		if err := k8sClient.Create(ctx, rc, strict); err == nil || !strings.Contains(err.Error(), "spec.externalAccess.hostname") {
+			_ = k8sClient.Delete(ctx, rc)
+			t.Errorf("hostname %q: %v, want refused naming spec.externalAccess.hostname", bad, err)
+		}
+	}
+	both := validCluster("external-and-inside-names")
+	both.Spec.AnnounceHostnames = true
+	both.Spec.ExternalAccess = &redisv1alpha1.ExternalAccessSpec{Type: redisv1alpha1.ExternalNodePort}
+	requireRefused(t, k8sClient.Create(ctx, both, strict), "spec.announceHostnames", "not with spec.externalAccess")
+	inside := validCluster("inside-names")
+	inside.Spec.AnnounceHostnames = true
+	inside.Spec.TLS = &redisv1alpha1.TLSSpec{SecretName: "demo-cert"}
+	if err := k8sClient.Create(ctx, inside, strict); err != nil {
+		t.Errorf("announceHostnames with TLS: %v", err)
+	} else {
+		t.Cleanup(func() { _ = k8sClient.Delete(ctx, inside) })
+	}
+	for i, good := range []string{"{{pod}}.redis.example.com", "r{{index}}.{{namespace}}.example.com"} {
+		rc := withTLS(fmt.Sprintf("external-tls-name-%d", i), &redisv1alpha1.ExternalAccessSpec{Type: redisv1alpha1.ExternalLoadBalancer, Hostname: good})
+		if err := k8sClient.Create(ctx, rc, strict); err != nil {
+			t.Errorf("hostname %q with TLS: %v", good, err)
+			continue
+		}
+		t.Cleanup(func() { _ = k8sClient.Delete(ctx, rc) })
+	}
+}

@@ -56,8 +56,9 @@ func NewCA() (*CA, error) {
 
 // Issue makes a certificate for both server and client use, as one cert-manager
 // Certificate of a Redis cluster is used, with a serial number no other certificate of
-// the run has. It returns the Secret data: tls.crt, tls.key and ca.crt.
-func (ca *CA) Issue(commonName string) (map[string][]byte, error) {
+// the run has; its DNS SANs are commonName and moreNames. It returns the Secret data:
+// tls.crt, tls.key and ca.crt.
+func (ca *CA) Issue(commonName string, moreNames ...string) (map[string][]byte, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -65,7 +66,7 @@ func (ca *CA) Issue(commonName string) (map[string][]byte, error) {
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1000 + serials.Add(1)),
 		Subject:      pkix.Name{CommonName: commonName},
-		DNSNames:     []string{commonName},
+		DNSNames:     append([]string{commonName}, moreNames...),
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(12 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 	opredis "github.com/hc-middleware/redis-cluster-operator/redis"
@@ -112,6 +115,7 @@ func waitExternal(ctx context.Context, t *testing.T, ns string, want int, allowe
 // master's pod, with faultKeys keys loaded first; no key and no acknowledged write may be
 // lost. redis-cli -c follows a MOVED through a node port.
 func TestExternalAccessNodePort(t *testing.T) {
+	testStart := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	ns := "external-nodeport"
@@ -181,6 +185,18 @@ func TestExternalAccessNodePort(t *testing.T) {
 		}
 	}
 
+	// The same interactively (a terminal, as a person types it), where redis-cli -c prints
+	// each redirect it follows.
+	transcript := interactiveRedisCLI(ctx, t, host, port, pw, "get "+key, "set "+key+" again", "get "+key)
+	t.Logf("$ redis-cli -c -h %s -p %s   (interactive)\n%s", host, port, transcript)
+	if m := regexp.MustCompile(`-> Redirected to slot \[[0-9]+\] located at (\S+)`).FindStringSubmatch(transcript); m == nil {
+		t.Errorf("redis-cli -c printed no redirect")
+	} else if !onHosts(allowed, m[1]) {
+		t.Errorf("redis-cli -c was redirected to %s, not a node's address", m[1])
+	}
+
+	redirects := &redirectLog{reachable: func(addr string) bool { return onHosts(allowed, addr) }}
+	r.OnRedirect(redirects.note)
 	start := time.Now()
 	if err := r.Load(ctx, "pre", faultKeys); err != nil {
 		t.Fatal(err)
@@ -205,21 +221,13 @@ func TestExternalAccessNodePort(t *testing.T) {
 	}
 	addrs = waitExternal(ctx, t, ns, 8, allowed, 5*time.Minute)
 	NewWithT(t).Expect(getCluster(ctx, t, ns, "demo").Status.Masters).To(BeEquivalentTo(4))
-	t.Logf("scaled out to 4 masters in %v; gap so far %v; external addresses: %v", time.Since(began).Round(time.Second), w.TakeLongestGap(), addrs)
+	t.Logf("STAGE scale-out 3 -> 4 masters: %v; longest write gap %v; redirects so far %s; external addresses: %v",
+		time.Since(began).Round(time.Second), w.TakeLongestGap(), redirects, addrs)
 
 	// A master's pod deleted: it comes back at a new IP, maybe on another node.
 	pod := pickPod(ctx, t, ns, "demo", topology.RoleMaster)
-	oldIP := podIPs(ctx, t, ns, "demo")[pod]
 	began = time.Now()
-	if err := stack.DeletePod(ctx, ns, pod); err != nil {
-		t.Fatal(err)
-	}
-	NewWithT(t).Eventually(func(g Gomega) {
-		ip := podIPs(ctx, t, ns, "demo")[pod]
-		g.Expect(ip).NotTo(BeEmpty())
-		g.Expect(ip).NotTo(Equal(oldIP))
-		rc := getCluster(ctx, t, ns, "demo")
-		g.Expect(rc.Status.Phase).To(Equal(redisv1alpha1.PhaseRunning), "reason: %s", rc.Status.Reason)
+	deleteAndReannounce(ctx, t, ns, "demo", pod, func(g Gomega) {
 		externalAddrs(ctx, g, t, ns, 8, allowed)
 		for name, ip := range podIPs(ctx, t, ns, "demo") {
 			c := framework.NodeClient(ip, pw)
@@ -229,8 +237,18 @@ func TestExternalAccessNodePort(t *testing.T) {
 			g.Expect(strings.Split(strings.TrimSpace(text), "\n")).To(HaveLen(8), "CLUSTER NODES on %s:\n%s", name, text)
 			g.Expect(text).NotTo(ContainSubstring("fail"), "CLUSTER NODES on %s", name)
 		}
-	}, 2*time.Minute, 500*time.Millisecond).Should(Succeed())
-	t.Logf("master %s deleted; back, announced and formed %v later", pod, time.Since(began).Round(100*time.Millisecond))
+	})
+	t.Logf("STAGE master %s deleted: back, announced and formed %v later; longest write gap %v",
+		pod, time.Since(began).Round(100*time.Millisecond), w.TakeLongestGap())
+
+	// An upgrade: MAXMEMORY is a pod template change, every pod is rolled (a master is
+	// failed over before its restart), and each restarted node must be told its address
+	// again (announcements set live are not in redis.conf).
+	began = time.Now()
+	upgradeMaxmemory(ctx, t, ns, "demo", 8)
+	waitExternal(ctx, t, ns, 8, allowed, 2*time.Minute)
+	t.Logf("STAGE upgrade (8 pods rolled): %v; longest write gap %v", time.Since(began).Round(time.Second), w.TakeLongestGap())
+	time.Sleep(2 * time.Second)
 
 	rep := w.Stop()
 	acked := w.Acked()
@@ -274,8 +292,9 @@ func TestExternalAccessNodePort(t *testing.T) {
 		}
 	}
 
-	t.Logf("EXTERNAL NodePort: pre-loaded keys lost %d/%d, acknowledged writes lost %d/%d, longest write gap %v, dials refused %d %v; writer: %v",
-		len(pre), faultKeys, len(lost), len(acked), rep.LongestGap, d.refused.Load(), d.first, rep)
+	t.Logf("EXTERNAL NodePort: pre-loaded keys lost %d/%d, acknowledged writes lost %d/%d, longest write gap %v, redirects %s, dials refused %d %v; writer: %v; test %v",
+		len(pre), faultKeys, len(lost), len(acked), rep.LongestGap, redirects, d.refused.Load(), d.first, rep, time.Since(testStart).Round(time.Second))
+	redirects.check(t)
 	if len(pre) > 0 {
 		t.Errorf("%d pre-loaded keys lost, e.g. %v", len(pre), head(pre))
 	}
@@ -287,6 +306,148 @@ func TestExternalAccessNodePort(t *testing.T) {
 	}
 	if n := d.refused.Load(); n > 0 {
 		t.Errorf("the client was sent to %d addresses outside the nodes' IPs, e.g. %v", n, d.first)
+	}
+}
+
+// onHosts reports whether addr, "host:port", is on one of the allowed hosts.
+func onHosts(allowed map[string]bool, addr string) bool {
+	h, _, err := net.SplitHostPort(addr)
+	return err == nil && allowed[h]
+}
+
+// interactiveRedisCLI runs `redis-cli -c -h host -p port` on a terminal (script(1), TERM
+// dumb), types each line once the previous reply's prompt is shown, and returns what the
+// terminal showed: prompts, typed lines, replies and the "-> Redirected to slot" lines
+// redis-cli prints only interactively.
+func interactiveRedisCLI(ctx context.Context, t *testing.T, host, port, pw string, lines ...string) string {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, "script", "-qec", fmt.Sprintf("redis-cli -c -h %s -p %s", host, port), "/dev/null")
+	cmd.Env = append(os.Environ(), "REDISCLI_AUTH="+pw, "TERM=dumb")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	prompt := regexp.MustCompile(`[0-9]> `)
+	for i, l := range append(lines, "") {
+		NewWithT(t).Eventually(func() int { return len(prompt.FindAllString(out.String(), -1)) }, 10*time.Second, 10*time.Millisecond).
+			Should(BeNumerically(">", i), "redis-cli's prompt %d:\n%s", i+1, out.String())
+		if l != "" {
+			fmt.Fprintf(in, "%s\n", l)
+		}
+	}
+	in.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("redis-cli: %v\n%s", err, out.String())
+	}
+	return strings.ReplaceAll(out.String(), "\r", "")
+}
+
+// syncBuffer is a strings.Builder safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// redirectLog counts the MOVED and ASK errors a client outside Kubernetes is answered, and
+// keeps those that name an address it cannot reach.
+type redirectLog struct {
+	reachable   func(addr string) bool
+	mu          sync.Mutex
+	moved, ask  int
+	unreachable []string
+}
+
+func (l *redirectLog) note(msg string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if strings.HasPrefix(msg, "ASK ") {
+		l.ask++
+	} else {
+		l.moved++
+	}
+	f := strings.Fields(msg)
+	if !l.reachable(f[len(f)-1]) && len(l.unreachable) < 10 {
+		l.unreachable = append(l.unreachable, msg)
+	}
+}
+
+func (l *redirectLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return fmt.Sprintf("%d MOVED, %d ASK, %d unreachable", l.moved, l.ask, len(l.unreachable))
+}
+
+// check fails t unless redirects were answered and every one named a reachable address.
+func (l *redirectLog) check(t *testing.T) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.moved+l.ask == 0 {
+		t.Error("the client was answered no MOVED or ASK: the redirects were not exercised")
+	}
+	if len(l.unreachable) > 0 {
+		t.Errorf("redirects to addresses a client outside Kubernetes cannot reach: %v", l.unreachable)
+	}
+}
+
+// deleteAndReannounce deletes pod and waits until it is back at a new IP, the cluster
+// Running, and announced(g) holds.
+func deleteAndReannounce(ctx context.Context, t *testing.T, ns, name, pod string, announced func(Gomega)) {
+	t.Helper()
+	oldIP := podIPs(ctx, t, ns, name)[pod]
+	if err := stack.DeletePod(ctx, ns, pod); err != nil {
+		t.Fatal(err)
+	}
+	NewWithT(t).Eventually(func(g Gomega) {
+		ip := podIPs(ctx, t, ns, name)[pod]
+		g.Expect(ip).NotTo(BeEmpty())
+		g.Expect(ip).NotTo(Equal(oldIP))
+		rc := getCluster(ctx, t, ns, name)
+		g.Expect(rc.Status.Phase).To(Equal(redisv1alpha1.PhaseRunning), "reason: %s", rc.Status.Reason)
+		announced(g)
+	}, 2*time.Minute, 500*time.Millisecond).Should(Succeed())
+}
+
+// upgradeMaxmemory changes the first pod spec's MAXMEMORY (a pod template change that
+// needs a restart) and waits for Upgrading then Running, all n pods rolled.
+func upgradeMaxmemory(ctx context.Context, t *testing.T, ns, name string, n int) {
+	t.Helper()
+	before := podIdentities(ctx, t, ns, name)
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(framework.RedisClusterGVK)
+	u.SetNamespace(ns)
+	u.SetName(name)
+	patch := `[{"op":"replace","path":"/spec/pod/0/env/0/value","value":"96mb"}]`
+	if err := kubeClient(t).Patch(ctx, u, client.RawPatch(types.JSONPatchType, []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
+	if err := stack.WaitForPhase(ctx, ns, name, "Upgrading", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := stack.WaitForPhase(ctx, ns, name, "Running", 10*time.Minute); err != nil {
+		t.Fatalf("%v: %s", err, getCluster(ctx, t, ns, name).Status.Reason)
+	}
+	after := podIdentities(ctx, t, ns, name)
+	NewWithT(t).Expect(after).To(HaveLen(n))
+	for pod, id := range before {
+		NewWithT(t).Expect(after[pod]).NotTo(Equal(id), "pod %s was not rolled", pod)
 	}
 }
 

@@ -259,19 +259,27 @@ func everyPodAccepts(ctx context.Context, ns, name, pw string, cfg *tls.Config) 
 // TLS sample names, applies it, and waits until it is Running.
 func formTLS(ctx context.Context, t *testing.T, ns string, cert map[string][]byte, pw string) {
 	t.Helper()
+	formTLSSample(ctx, t, ns, tlsSample, "demo-tls", "demo-tls-cert", cert, pw)
+}
+
+// formTLSSample creates namespace ns with the certificate Secret certSecret and the
+// password Secret redis-pw, applies sample (RedisCluster name), and waits until it is
+// Running.
+func formTLSSample(ctx context.Context, t *testing.T, ns, sample, name, certSecret string, cert map[string][]byte, pw string) {
+	t.Helper()
 	operator(t)
 	testNamespace(ctx, t, ns)
 	for _, s := range []*corev1.Secret{
-		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo-tls-cert"}, Type: corev1.SecretTypeTLS, Data: cert},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: certSecret}, Type: corev1.SecretTypeTLS, Data: cert},
 		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "redis-pw"}, Data: map[string][]byte{"password": []byte(pw)}},
 	} {
 		if err := kubeClient(t).Create(ctx, s); err != nil {
 			t.Fatal(err)
 		}
 	}
-	applyCluster(ctx, t, tlsSample, ns, nil)
-	if err := stack.WaitForPhase(ctx, ns, "demo-tls", "Running", formTime); err != nil {
-		t.Fatalf("%v; reason: %s", err, getCluster(ctx, t, ns, "demo-tls").Status.Reason)
+	applyCluster(ctx, t, sample, ns, nil)
+	if err := stack.WaitForPhase(ctx, ns, name, "Running", formTime); err != nil {
+		t.Fatalf("%v; reason: %s", err, getCluster(ctx, t, ns, name).Status.Reason)
 	}
 }
 

@@ -34,6 +34,10 @@ type Router struct {
 	tls *tls.Config
 	// dialer, when set, makes every connection (a client that may reach some addresses only).
 	dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+	// onRedirect, when set, is told every MOVED and ASK a node answers, before it is followed.
+	onRedirect func(msg string)
+	// hostnames: a node's announced hostname is its address (PreferHostnames).
+	hostnames bool
 
 	mu      sync.Mutex
 	owner   []string // slot -> "ip:port" of its master
@@ -108,6 +112,15 @@ func (r *Router) SetDialer(dial func(ctx context.Context, network, addr string) 
 	r.dialer, r.clients = dial, map[string]*redis.Client{}
 }
 
+// PreferHostnames routes to a node's announced hostname (cluster-announce-hostname) when it
+// has one, as a client of nodes whose cluster-preferred-endpoint-type is hostname is told
+// by CLUSTER SLOTS; set it before the first command.
+func (r *Router) PreferHostnames() { r.hostnames = true }
+
+// OnRedirect has f told every MOVED and ASK error a node answers ("MOVED 3999
+// 10.0.0.1:30123"), before the router follows it; set it before the first command.
+func (r *Router) OnRedirect(f func(msg string)) { r.onRedirect = f }
+
 func (r *Router) client(addr string) *redis.Client {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -174,9 +187,13 @@ func (r *Router) readOwners(ctx context.Context, addr string) ([]string, error) 
 		if !n.Master || n.Fail || n.IP == "" {
 			continue
 		}
+		addr := n.Addr()
+		if r.hostnames && n.Hostname != "" {
+			addr = net.JoinHostPort(n.Hostname, strconv.Itoa(n.Port))
+		}
 		for _, sr := range n.Slots {
 			for slot := sr.Start; slot <= sr.End; slot++ {
-				owner[slot] = n.Addr()
+				owner[slot] = addr
 				covered++
 			}
 		}
@@ -224,6 +241,9 @@ func (r *Router) Do(ctx context.Context, key string, args ...any) *redis.Cmd {
 			return cmd
 		}
 		msg := err.Error()
+		if r.onRedirect != nil && (strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "ASK ")) {
+			r.onRedirect(msg)
+		}
 		switch {
 		case strings.HasPrefix(msg, "MOVED "):
 			addr, asking = redirect(msg), false
