@@ -24,12 +24,18 @@ const password = "s3cret"
 // the rules the operator gives it: the cut and the restore must work as that user.
 func servers(t *testing.T, n int) ([]*redistest.Server, Dialer) {
 	t.Helper()
+	return serversOf(t, n, "")
+}
+
+// serversOf is servers running the redis-server at bin ("" for the host's).
+func serversOf(t *testing.T, n int, bin string) ([]*redistest.Server, Dialer) {
+	t.Helper()
 	h := []string{redis.PasswordHash(password)}
 	conf := redis.AuthConf(password, []redis.User{
 		{Name: redis.DefaultUser, Hashes: h, Rules: redis.DefaultRules()},
 		{Name: redis.OperatorUser, Hashes: h, Rules: redis.OperatorRules()},
 	})
-	srv := redistest.Start(t, n, redistest.Config{AuthConf: conf, Password: password})
+	srv := redistest.Start(t, n, redistest.Config{AuthConf: conf, Password: password, Binary: bin})
 	form(t, srv)
 	return srv, Dialer{User: redis.OperatorUser, Passwords: []string{password}}
 }

@@ -1,6 +1,7 @@
 package backup
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -39,6 +40,12 @@ type RestoreTarget struct {
 
 // ErrNotEmpty is returned when the target holds keys and Replace is not set.
 var ErrNotEmpty = errors.New("the target cluster already holds keys")
+
+// ErrUnreadable is returned, before any key is written, when a master of the target runs
+// a server that cannot RESTORE the backup's RDB version (a newer server's backup into an
+// older one, Redis 7.4+ into Valkey, Valkey 9 into Redis): RESTORE checks a payload's
+// version as loading a file does.
+var ErrUnreadable = errors.New("the target cannot read the backup's RDB version")
 
 // Restore writes every key of the RDB files sources returns (each read whole, in
 // parallel) to the master of the target that owns its slot, with RESTORE … ABSTTL: the
@@ -82,13 +89,49 @@ func Restore(ctx context.Context, t RestoreTarget, sources []func() (io.ReadClos
 			}
 		}
 	}
-	errs := parallel(len(sources), func(i int) error {
-		rc, err := sources[i]()
+	// Every source's magic and every master's server first: nothing is written to a
+	// target that cannot read the backup.
+	opened := make([]io.ReadCloser, len(sources))
+	defer func() {
+		for _, rc := range opened {
+			if rc != nil {
+				rc.Close()
+			}
+		}
+	}()
+	readers := make([]io.Reader, len(sources))
+	versions := map[int]bool{}
+	for i, open := range sources {
+		rc, err := open()
 		if err != nil {
 			return err
 		}
-		defer rc.Close()
-		return restoreOne(ctx, t, rc, owners, clients, p)
+		opened[i] = rc
+		magic := make([]byte, rdb.MagicLen)
+		if _, err := io.ReadFull(rc, magic); err != nil {
+			return fmt.Errorf("reading the RDB header of source %d: %w", i, err)
+		}
+		h, err := rdb.ReadMagic(magic)
+		if err != nil {
+			return fmt.Errorf("source %d: %w", i, err)
+		}
+		versions[h.Version] = true
+		readers[i] = io.MultiReader(bytes.NewReader(magic), rc)
+	}
+	for addr, c := range clients {
+		info, err := c.Info(ctx, "server").Result()
+		if err != nil {
+			return fmt.Errorf("INFO server on %s: %w", addr, err)
+		}
+		srv := topology.ParseServer(info)
+		for v := range versions {
+			if why := topology.RDBUnreadable(srv, v); why != "" {
+				return fmt.Errorf("%w: the backup is RDB %d; %s runs %s, and %s", ErrUnreadable, v, addr, srv, why)
+			}
+		}
+	}
+	errs := parallel(len(sources), func(i int) error {
+		return restoreOne(ctx, t, readers[i], owners, clients, p)
 	})
 	return firstErr(errs)
 }

@@ -270,11 +270,11 @@ func (p *parser) skipStrings(n int) error {
 }
 
 func (p *parser) scan(fn func(*Entry) error) (*Header, error) {
-	magic, err := p.readFull(9)
+	magic, err := p.readFull(MagicLen)
 	if err != nil {
 		return nil, fmt.Errorf("failed to read the RDB header: %w", err)
 	}
-	h, err := readMagic(magic)
+	h, err := ReadMagic(magic)
 	if err != nil {
 		return nil, err
 	}
@@ -393,8 +393,15 @@ func (p *parser) scan(fn func(*Entry) error) (*Header, error) {
 	}
 }
 
-// readMagic reads the 9 bytes a file starts with: REDIS and 4 digits, or VALKEY and 3.
-func readMagic(magic []byte) (*Header, error) {
+// MagicLen is the length of the magic an RDB file starts with (ReadMagic).
+const MagicLen = 9
+
+// ReadMagic reads the 9 bytes a file starts with: REDIS and 4 digits, or VALKEY and 3,
+// and returns the Header they make (no AUX fields), or why the reader refuses the file.
+func ReadMagic(magic []byte) (*Header, error) {
+	if len(magic) != MagicLen {
+		return nil, fmt.Errorf("an RDB magic has %d bytes, not %d", MagicLen, len(magic))
+	}
 	var h Header
 	var digits []byte
 	switch {
