@@ -24,7 +24,7 @@ import (
 // The scale of TestBackupAMillionKeys: the million keys of mixed types and one
 // sorted set of two million members.
 const (
-	bigBackupKeys    = 1000000
+	bigBackupKeys     = 1000000
 	bigBackupZMembers = 2000000
 )
 

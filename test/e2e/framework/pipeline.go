@@ -10,7 +10,8 @@ import (
 )
 
 // Pipeline runs cmds, each a command whose args[1] is its key, on the masters that own
-// their keys: one goroutine per master, in pipelines of batch commands, each master's
+// their keys: one goroutine per master, in pipelines of batch commands (fewer when they
+// hold more than pipelineArgs arguments: big commands, within the clients' 2 s timeouts), each master's
 // commands in the order given (a key's SET then PEXPIREAT stay in order). It returns the
 // results in the order of cmds; err is the first pipeline that could not be run (a
 // command's own error, or redis.Nil, is in its result). The slot table is read once: for a
@@ -40,8 +41,11 @@ func (r *Router) Pipeline(ctx context.Context, cmds [][]any, batch int) ([]*redi
 		go func() {
 			defer wg.Done()
 			c := r.client(addr)
-			for start := 0; start < len(idx); start += batch {
-				end := min(start+batch, len(idx))
+			for start, end := 0, 0; start < len(idx); start = end {
+				args := 0
+				for end = start; end < len(idx) && end-start < batch && args < pipelineArgs; end++ {
+					args += len(cmds[idx[end]])
+				}
 				p := c.Pipeline()
 				for _, i := range idx[start:end] {
 					out[i] = p.Do(ctx, cmds[i]...)
@@ -63,6 +67,9 @@ func (r *Router) Pipeline(ctx context.Context, cmds [][]any, batch int) ([]*redi
 	wg.Wait()
 	return out, first
 }
+
+// pipelineArgs bounds the arguments of one pipeline of Pipeline.
+const pipelineArgs = 20000
 
 // isNetErr tells a connection's failure from a command's own error reply.
 func isNetErr(err error) bool {
