@@ -4,20 +4,15 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os/exec"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
-	"github.com/hc-middleware/redis-cluster-operator/redis/backup"
-	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
 	"github.com/hc-middleware/redis-cluster-operator/test/e2e/framework"
 )
 
@@ -61,18 +56,7 @@ func TestBackupAMillionKeys(t *testing.T) {
 		}
 	}
 	applyCluster(ctx, t, demoSample, ns, bigPods("src", 3, ""))
-	s3srv := redistest.StartS3(t, "198.18.0.1")
-	s3 := &backup.S3{Endpoint: s3srv.Endpoint, AccessKey: s3srv.AccessKey, SecretKey: s3srv.SecretKey}
-	if err := s3.CreateBucket(ctx, "backups"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := stack.ApplyYAML(ctx, ns, fmt.Sprintf(`apiVersion: v1
-kind: Secret
-metadata: {name: s3-creds, namespace: %s}
-stringData: {accessKeyID: %s, secretAccessKey: %s}
-`, ns, s3srv.AccessKey, s3srv.SecretKey)); err != nil {
-		t.Fatal(err)
-	}
+	s3srv, _ := s3Store(ctx, t, ns)
 	if err := stack.WaitForPhase(ctx, ns, "src", "Running", formTime); err != nil {
 		t.Fatal(err)
 	}
@@ -115,34 +99,12 @@ stringData: {accessKeyID: %s, secretAccessKey: %s}
 		bigBackupKeys, bigBackupZMembers, len(cmds), loaded.Round(time.Millisecond))
 	cmds, res = nil, nil
 
-	if _, err := stack.ApplyYAML(ctx, ns, `apiVersion: redis.middleware.hc.cn/v1alpha1
-kind: RedisClusterBackup
-metadata: {name: big, namespace: `+ns+`}
-spec:
-  clusterName: src
-  s3: {endpoint: "`+s3srv.Endpoint+`", bucket: backups, prefix: scale, credentialsSecret: {name: s3-creds}}
-`); err != nil {
-		t.Fatal(err)
-	}
-	began = time.Now()
-	var b redisv1alpha1.RedisClusterBackup
-	deadline := time.Now().Add(3 * time.Minute)
-	for b.Status.Phase != redisv1alpha1.BackupSucceeded && b.Status.Phase != redisv1alpha1.BackupFailed {
-		if time.Now().After(deadline) {
-			t.Fatalf("backup not done: %+v", b.Status)
-		}
-		time.Sleep(200 * time.Millisecond)
-		if out, err := stack.Kubectl("get", "recb", "big", "-n", ns, "-o", "json"); err == nil {
-			_ = json.Unmarshal([]byte(out), &b)
-		}
-	}
-	took := time.Since(began)
-	if b.Status.Phase != redisv1alpha1.BackupSucceeded {
-		t.Fatalf("backup %s: %s", b.Status.Reason, b.Status.Message)
-	}
-	t.Logf("backup: %d keys, %.1f MB in %v (from apply to Succeeded, polled every 200 ms): %.0f keys/s, %.1f MB/s; writes paused %s",
+	loadGap := w.TakeLongestGap()
+	b, took := takeBackup(ctx, t, ns, "big", "src", s3srv.Endpoint)
+	t.Logf("backup: %d keys, %.1f MB in %v (from apply to Succeeded, polled every 200 ms): %.0f keys/s, %.1f MB/s; writes paused %s, the writer's longest gap %v (%v while loading)",
 		b.Status.Progress.Keys, float64(b.Status.Progress.Bytes)/1e6, took.Round(time.Millisecond),
-		float64(b.Status.Progress.Keys)/took.Seconds(), float64(b.Status.Progress.Bytes)/1e6/took.Seconds(), b.Status.WritePause)
+		float64(b.Status.Progress.Keys)/took.Seconds(), float64(b.Status.Progress.Bytes)/1e6/took.Seconds(), b.Status.WritePause,
+		w.TakeLongestGap().Round(time.Millisecond), loadGap.Round(time.Millisecond))
 	if b.Status.Progress.Keys < bigBackupKeys+1 {
 		t.Fatalf("backup holds %d keys, fewer than the %d loaded", b.Status.Progress.Keys, bigBackupKeys+1)
 	}
@@ -160,16 +122,7 @@ spec:
 	if rep.Acked == 0 {
 		t.Fatal("the writer wrote nothing")
 	}
-	cutStart, cutEnd := b.Status.CutStartedAt.Time, b.Status.CutEndedAt.Time
-	var before, after []string
-	for _, rec := range w.Records() {
-		switch {
-		case !rec.Acked.IsZero() && rec.Acked.Before(cutStart):
-			before = append(before, rec.Key)
-		case rec.Sent.After(cutEnd):
-			after = append(after, rec.Key)
-		}
-	}
+	before, after := splitAtCut(w, b)
 	if len(after) == 0 {
 		t.Fatal("no write was sent after the cut: the test would prove nothing about it")
 	}
@@ -188,13 +141,7 @@ spec:
 		if len(missing) > 0 {
 			t.Fatalf("%s: %d of %d writes acknowledged before the cut are missing, e.g. %v", s.name, len(missing), len(before), missing[:min(5, len(missing))])
 		}
-		absent, err := rr.Missing(ctx, after)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(absent) != len(after) {
-			t.Fatalf("%s: %d writes sent after the cut ended are in the backup", s.name, len(after)-len(absent))
-		}
+		noneAfterCut(ctx, t, rr, s.name, after)
 		rr.Close()
 		addrs, err := stack.PodAddrs(ctx, ns, redisv1alpha1.SelectorString(s.name))
 		if err != nil {
@@ -204,12 +151,7 @@ spec:
 		if err != nil {
 			t.Fatal(err)
 		}
-		cli := exec.Command("redis-cli", "--cluster", "check", addrs[0])
-		cli.Env = append(cli.Environ(), "REDISCLI_AUTH="+password)
-		check, err := cli.CombinedOutput()
-		if err != nil || !strings.Contains(string(check), "[OK] All 16384 slots covered") {
-			t.Fatalf("%s: redis-cli --cluster check: %v\n%s", s.name, err, check)
-		}
+		clusterCheck(t, s.name, addrs[0], password)
 		t.Logf("%s: %d keys with content and expiry, the %d-member sorted set, %d writes acknowledged before the cut present, %d sent after it absent, cluster check OK (checked in %v)",
 			s.name, bigBackupKeys, bigBackupZMembers, len(before), len(after), time.Since(checked).Round(time.Millisecond))
 	}
