@@ -126,11 +126,11 @@ func TestCutIsConsistentAndRestoresIntoAnotherShape(t *testing.T) {
 	loaded := load(t, ctx, cc, 20000)
 
 	var mu sync.Mutex
-	var writes [][]write
+	// Sized before the writers start: growing it while they append under mu is a race.
+	writes := make([][]write, 3)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for w := 0; w < 3; w++ {
-		writes = append(writes, nil)
+	for w := range writes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -157,21 +157,7 @@ func TestCutIsConsistentAndRestoresIntoAnotherShape(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("cut: writes paused %v; offsets %v", cut.Paused, offsets(cut))
-	rdbs := make([][]byte, len(snaps))
-	for i, s := range snaps {
-		if err := s.Open(10 * time.Second); err != nil {
-			t.Fatal(err)
-		}
-		var buf bytes.Buffer
-		if _, err := io.Copy(&buf, s); err != nil {
-			t.Fatal(err)
-		}
-		s.Close()
-		if int64(buf.Len()) != s.Size {
-			t.Fatalf("snapshot of %s: %d bytes, announced %d", s.Shard.Addr, buf.Len(), s.Size)
-		}
-		rdbs[i] = buf.Bytes()
-	}
+	rdbs := readSnapshots(t, snaps)
 	time.Sleep(200 * time.Millisecond) // writes after the cut
 	close(stop)
 	wg.Wait()
@@ -246,6 +232,27 @@ func TestCutIsConsistentAndRestoresIntoAnotherShape(t *testing.T) {
 	if total != len(loaded)+present {
 		t.Fatalf("target holds %d keys, want %d loaded + %d written", total, len(loaded), present)
 	}
+}
+
+// readSnapshots opens and reads every snapshot of a cut whole, and closes it.
+func readSnapshots(t *testing.T, snaps []*Snapshot) [][]byte {
+	t.Helper()
+	rdbs := make([][]byte, len(snaps))
+	for i, s := range snaps {
+		if err := s.Open(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if _, err := io.Copy(&buf, s); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		if int64(buf.Len()) != s.Size {
+			t.Fatalf("snapshot of %s: %d bytes, announced %d", s.Shard.Addr, buf.Len(), s.Size)
+		}
+		rdbs[i] = buf.Bytes()
+	}
+	return rdbs
 }
 
 type loadedKey struct {

@@ -9,7 +9,6 @@ import (
 	"maps"
 	"slices"
 	"testing"
-	"time"
 
 	goredis "github.com/go-redis/redis/v8"
 
@@ -45,18 +44,7 @@ func TestEveryServerBacksUpAndRestores(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", img.Name, err)
 		}
-		b := taken{keys: keys, src: cc}
-		for _, s := range snaps {
-			if err := s.Open(10 * time.Second); err != nil {
-				t.Fatal(err)
-			}
-			var buf bytes.Buffer
-			if _, err := io.Copy(&buf, s); err != nil {
-				t.Fatal(err)
-			}
-			s.Close()
-			b.rdbs = append(b.rdbs, buf.Bytes())
-		}
+		b := taken{keys: keys, src: cc, rdbs: readSnapshots(t, snaps)}
 		b.version = rdbVersion(t, b.rdbs[0])
 		backups[img.Name] = b
 		t.Logf("%s: %d keys cut in %v, RDB %d, %d bytes", img.Name, len(keys), cut.Paused, b.version, len(b.rdbs[0])+len(b.rdbs[1]))

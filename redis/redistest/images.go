@@ -129,21 +129,12 @@ func unpackOCI(archive, dir string) error {
 			return err
 		}
 		defer f.Close()
-		tr := tar.NewReader(f)
-		for {
-			h, err := tr.Next()
-			if err == io.EOF {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
+		return eachEntry(tar.NewReader(f), func(h *tar.Header, r io.Reader) error {
 			if want(h.Name) {
-				if err := each(h.Name, tr); err != nil {
-					return err
-				}
+				return each(h.Name, r)
 			}
-		}
+			return nil
+		})
 	}
 	// index.json and manifests are small: read every JSON-looking blob.
 	if err := read(func(string) bool { return true }, func(name string, r io.Reader) error {
@@ -202,15 +193,8 @@ func untar(r io.Reader, dir string) error {
 	} else {
 		r = br
 	}
-	tr := tar.NewReader(r)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+	return eachEntry(tar.NewReader(r), func(h *tar.Header, tr io.Reader) error {
+		var err error
 		name := filepath.Join(dir, filepath.Clean("/"+h.Name))
 		switch h.Typeflag {
 		case tar.TypeDir:
@@ -236,7 +220,21 @@ func untar(r io.Reader, dir string) error {
 				err = os.Link(filepath.Join(dir, filepath.Clean("/"+h.Linkname)), name)
 			}
 		}
+		return err
+	})
+}
+
+// eachEntry calls fn for every entry of a tar stream, with the entry's content.
+func eachEntry(tr *tar.Reader, fn func(*tar.Header, io.Reader) error) error {
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
 		if err != nil {
+			return err
+		}
+		if err := fn(h, tr); err != nil {
 			return err
 		}
 	}
