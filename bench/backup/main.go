@@ -14,6 +14,11 @@
 // A writer (the e2e suite's) runs through both backups: its longest gap between two
 // acknowledged writes is the pause a client saw; the operator's own figure
 // (status.writePause) is printed beside it.
+//
+// With -local, the same comparison without Kubernetes: 3 redis-server masters on loopback,
+// the operator's code called as a library (redis/backup.Take, each snapshot read through
+// redis/rdb and uploaded to versitygw on 127.0.0.1 as the controller does; Restore from the
+// store into 3 new masters) beside the same redis-cli commands.
 package main
 
 import (
@@ -26,6 +31,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,7 +59,29 @@ func main() {
 	flag.IntVar(&cfg.ttlEvery, "ttl-every", 4, "one key in this many has an expiry")
 	flag.IntVar(&cfg.rounds, "rounds", 1, "backups and restores of each method")
 	flag.StringVar(&cfg.redisCli, "redis-cli", "/usr/bin/redis-cli", "redis-cli binary")
+	local := flag.Bool("local", false, "redis-server processes on loopback and the operator's library, no devcluster")
+	flag.BoolVar(&showStats, "commandstats", false, "print each restore target's INFO commandstats of the commands it was sent (the server's own time per call)")
+	cpuProfile := flag.String("cpuprofile", "", "with -local, write a CPU profile of this program (the library runs in it) to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench/backup:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if *local {
+		if err := runLocal(context.Background(), cfg); err != nil {
+			pprof.StopCPUProfile()
+			fmt.Fprintln(os.Stderr, "bench/backup:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	err := framework.WithCRD(context.Background(), func(s *framework.Stack) error {
 		op, err := s.StartOperator("--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0")
 		if err != nil {
@@ -128,27 +156,10 @@ stringData: {accessKeyID: %s, secretAccessKey: %s}
 	}
 	r := s.RouterFor(ns, "demo", "")
 	defer r.Close()
-	expireBase := time.Now().Add(24 * time.Hour).UnixMilli()
-	var cmds [][]any
-	for i := 0; i < cfg.keys; i++ {
-		k := "b:" + strconv.Itoa(i)
-		if cfg.ttlEvery > 0 && i%cfg.ttlEvery == 0 {
-			cmds = append(cmds, []any{"set", k, framework.Value(k), "pxat", expireBase + int64(i)})
-		} else {
-			cmds = append(cmds, []any{"set", k, framework.Value(k)})
-		}
-	}
-	began := time.Now()
-	res, err := r.Pipeline(ctx, cmds, 1000)
+	cmds, err := load(ctx, r, cfg)
 	if err != nil {
 		return err
 	}
-	for i, c := range res {
-		if c.Err() != nil {
-			return fmt.Errorf("%v: %w", cmds[i][:2], c.Err())
-		}
-	}
-	fmt.Printf("loaded %d keys (one in %d with an expiry) in %v\n", cfg.keys, cfg.ttlEvery, time.Since(began).Round(time.Millisecond))
 	password, err := s.Password(ctx, ns, "demo")
 	if err != nil {
 		return err
@@ -165,8 +176,14 @@ stringData: {accessKeyID: %s, secretAccessKey: %s}
 				if op, err = operatorBackup(ctx, s, r, ns, name, s3srv.Endpoint); err != nil {
 					return err
 				}
-			} else if ref, err = cliBackup(ctx, s, r, ns, password, tmp, cfg); err != nil {
-				return err
+			} else {
+				masters, err := mastersOf(ctx, s.RouterFor(ns, "demo", ""))
+				if err != nil {
+					return err
+				}
+				if ref, err = cliBackup(ctx, r, masters, password, tmp, cfg); err != nil {
+					return err
+				}
 			}
 		}
 		backups = append(backups, [2]figures{op, ref})
@@ -188,6 +205,11 @@ stringData: {accessKeyID: %s, secretAccessKey: %s}
 		fmt.Println(ref)
 	}
 
+	report(cfg, backups, restores)
+	return nil
+}
+
+func report(cfg config, backups, restores [][2]figures) {
 	fmt.Printf("\n=== backup and restore, %d keys of 64 bytes, 3 masters (medians of %d)\n", cfg.keys, cfg.rounds)
 	bo, br := median(backups, 0), median(backups, 1)
 	ro, rr := median(restores, 0), median(restores, 1)
@@ -197,7 +219,6 @@ stringData: {accessKeyID: %s, secretAccessKey: %s}
 	fmt.Println(ro)
 	fmt.Println(rr)
 	fmt.Printf("restore keys/s ratio operator/redis-cli: %.2f (time ratio %.2f)\n", rate(ro)/rate(rr), ro.took.Seconds()/rr.took.Seconds())
-	return nil
 }
 
 func rate(f figures) float64 { return float64(f.keys) / f.took.Seconds() }
@@ -216,6 +237,32 @@ func median(rounds [][2]figures, i int) figures {
 		}
 	}
 	return fs[len(fs)/2]
+}
+
+// load writes the keys, pipelined, and returns the commands it sent.
+func load(ctx context.Context, r *framework.Router, cfg config) ([][]any, error) {
+	expireBase := time.Now().Add(24 * time.Hour).UnixMilli()
+	var cmds [][]any
+	for i := 0; i < cfg.keys; i++ {
+		k := "b:" + strconv.Itoa(i)
+		if cfg.ttlEvery > 0 && i%cfg.ttlEvery == 0 {
+			cmds = append(cmds, []any{"set", k, framework.Value(k), "pxat", expireBase + int64(i)})
+		} else {
+			cmds = append(cmds, []any{"set", k, framework.Value(k)})
+		}
+	}
+	began := time.Now()
+	res, err := r.Pipeline(ctx, cmds, 1000)
+	if err != nil {
+		return nil, err
+	}
+	for i, c := range res {
+		if c.Err() != nil {
+			return nil, fmt.Errorf("%v: %w", cmds[i][:2], c.Err())
+		}
+	}
+	fmt.Printf("loaded %d keys (one in %d with an expiry) in %v\n", cfg.keys, cfg.ttlEvery, time.Since(began).Round(time.Millisecond))
+	return cmds, nil
 }
 
 // applyCluster applies the demo sample as name with the given pods and replicas per
@@ -287,13 +334,10 @@ spec:
 	return f, nil
 }
 
-// cliBackup runs redis-cli --rdb against every master in parallel, to local files.
-func cliBackup(ctx context.Context, s *framework.Stack, r *framework.Router, ns, password, dir string, cfg config) (figures, error) {
+// cliBackup runs redis-cli --rdb against every master in parallel, to local files, with
+// a writer on r.
+func cliBackup(ctx context.Context, r *framework.Router, masters []string, password, dir string, cfg config) (figures, error) {
 	f := figures{method: "redis-cli --rdb (parallel)"}
-	masters, err := mastersOf(ctx, s, ns, "demo")
-	if err != nil {
-		return f, err
-	}
 	w, err := r.StartWriter(ctx, fmt.Sprintf("wcli%d", time.Now().UnixNano()))
 	if err != nil {
 		return f, err
@@ -345,9 +389,8 @@ func cliBackup(ctx context.Context, s *framework.Stack, r *framework.Router, ns,
 	return f, nil
 }
 
-// mastersOf lists the "ip:port" of the cluster's masters.
-func mastersOf(ctx context.Context, s *framework.Stack, ns, name string) ([]string, error) {
-	r := s.RouterFor(ns, name, "")
+// mastersOf lists the "ip:port" of the masters r routes to, and closes r.
+func mastersOf(ctx context.Context, r *framework.Router) ([]string, error) {
 	defer r.Close()
 	if err := r.Refresh(ctx); err != nil {
 		return nil, err
@@ -396,7 +439,7 @@ func operatorRestore(ctx context.Context, s *framework.Stack, ns, name, from str
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	n, err := dbsize(ctx, s, ns, name)
+	n, err := dbsize(ctx, s.RouterFor(ns, name, ""))
 	if err != nil {
 		return f, err
 	}
@@ -406,23 +449,29 @@ func operatorRestore(ctx context.Context, s *framework.Stack, ns, name, from str
 	return f, nil
 }
 
-// cliRestore creates name (3 masters, no replicas) and loads the same keys with
-// redis-cli --pipe, one per master in parallel, each master its keys as RESP commands.
+// cliRestore creates name (3 masters, no replicas) and loads the same keys into it with
+// redis-cli --pipe (cliPipe).
 func cliRestore(ctx context.Context, s *framework.Stack, ns, name string, cmds [][]any, cfg config) (figures, error) {
-	f := figures{method: "redis-cli --pipe (parallel)"}
 	if err := applyCluster(ctx, s, ns, name, 3, 0, ""); err != nil {
-		return f, err
+		return figures{}, err
 	}
 	if err := s.WaitForPhase(ctx, ns, name, "Running", 5*time.Minute); err != nil {
-		return f, err
-	}
-	r := s.RouterFor(ns, name, "")
-	defer r.Close()
-	if err := r.Refresh(ctx); err != nil {
-		return f, err
+		return figures{}, err
 	}
 	password, err := s.Password(ctx, ns, name)
 	if err != nil {
+		return figures{}, err
+	}
+	r := s.RouterFor(ns, name, "")
+	defer r.Close()
+	return cliPipe(ctx, r, password, cmds, cfg)
+}
+
+// cliPipe loads cmds into the cluster r routes to with redis-cli --pipe, one per master in
+// parallel, each master its keys as RESP commands built beforehand, and counts its keys.
+func cliPipe(ctx context.Context, r *framework.Router, password string, cmds [][]any, cfg config) (figures, error) {
+	f := figures{method: "redis-cli --pipe (parallel)"}
+	if err := r.Refresh(ctx); err != nil {
 		return f, err
 	}
 	proto := map[string]*bytes.Buffer{}
@@ -463,41 +512,39 @@ func cliRestore(ctx context.Context, s *framework.Stack, ns, name string, cmds [
 		}
 	}
 	f.took = time.Since(began)
-	n, err := dbsize(ctx, s, ns, name)
+	var addrs []string
+	for addr := range proto {
+		addrs = append(addrs, addr)
+	}
+	commandStats(addrs, password, "set")
+	n, err := dbsize(ctx, r)
 	if err != nil {
 		return f, err
 	}
 	if n != int64(len(cmds)) {
-		return f, fmt.Errorf("%s holds %d keys after --pipe, want %d", name, n, len(cmds))
+		return f, fmt.Errorf("%d keys after --pipe, want %d", n, len(cmds))
 	}
 	f.keys = n
 	return f, nil
 }
 
-// dbsize sums DBSIZE over the cluster's masters.
-func dbsize(ctx context.Context, s *framework.Stack, ns, name string) (int64, error) {
-	masters, err := mastersOf(ctx, s, ns, name)
-	if err != nil {
-		return 0, err
-	}
-	r := s.RouterFor(ns, name, "")
+// dbsize sums DBSIZE over the masters r routes to, and closes r.
+func dbsize(ctx context.Context, r *framework.Router) (int64, error) {
 	defer r.Close()
 	if err := r.Refresh(ctx); err != nil {
 		return 0, err
 	}
+	seen := map[string]bool{}
 	var total int64
-	for _, m := range masters {
-		// A key of each master's slots routes DBSIZE to it.
-		for slot := 0; slot < 16384; slot++ {
-			if r.Owner(slot) != m {
-				continue
-			}
+	for slot := 0; slot < 16384; slot++ {
+		// A key of each master's first slot routes DBSIZE to it.
+		if o := r.Owner(slot); !seen[o] {
+			seen[o] = true
 			n, err := r.Do(ctx, slotKey(slot), "dbsize").Int64()
 			if err != nil {
 				return 0, err
 			}
 			total += n
-			break
 		}
 	}
 	return total, nil
@@ -517,4 +564,27 @@ func countKeys(r io.Reader) (int64, error) {
 	var n int64
 	_, err := rdb.Scan(r, func(*rdb.Entry) error { n++; return nil })
 	return n, err
+}
+
+var showStats bool
+
+// commandStats prints, with -commandstats, the INFO commandstats lines of the commands
+// named, on every node at addrs.
+func commandStats(addrs []string, password string, commands ...string) {
+	if !showStats {
+		return
+	}
+	for _, a := range addrs {
+		host, port, _ := strings.Cut(a, ":")
+		cmd := exec.Command("redis-cli", "-h", host, "-p", port, "--no-auth-warning", "info", "commandstats")
+		cmd.Env = append(os.Environ(), "REDISCLI_AUTH="+password)
+		out, _ := cmd.Output()
+		for _, l := range strings.Split(string(out), "\n") {
+			for _, c := range commands {
+				if strings.HasPrefix(l, "cmdstat_"+c+":") {
+					fmt.Println("  ", a, strings.TrimSpace(l))
+				}
+			}
+		}
+	}
 }

@@ -373,3 +373,43 @@ func TestCutWaitsWhileASlotIsOpen(t *testing.T) {
 		s.Close()
 	}
 }
+
+// TestRestoreStopsAtTheFirstRefusedKey: a master that refuses RESTORE (here the user may
+// not run it) fails the restore with the key and the master's answer, and no key counts as
+// restored.
+func TestRestoreStopsAtTheFirstRefusedKey(t *testing.T) {
+	ctx := context.Background()
+	src, d := servers(t, 1)
+	cc := clusterClient(t, src)
+	defer cc.Close()
+	for i := 0; i < 5000; i++ {
+		k := fmt.Sprint("k:", i)
+		if err := cc.c(k).Set(ctx, k, "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, snaps, err := Take(ctx, d, redistest.Addrs(src), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdbs := readSnapshots(t, snaps)
+	dst, _ := servers(t, 2)
+	for _, s := range dst {
+		c := goredis.NewClient(&goredis.Options{Addr: s.Addr, Password: password})
+		err := c.Do(ctx, "acl", "setuser", "norestore", "on", ">"+password, "+@all", "-restore", "-set", "~*").Err()
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var p Progress
+	source := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(rdbs[0])), nil }
+	err = Restore(ctx, RestoreTarget{Addrs: redistest.Addrs(dst), Dialer: Dialer{User: "norestore", Passwords: []string{password}}},
+		[]func() (io.ReadCloser, error){source}, &p)
+	if err == nil || !strings.Contains(err.Error(), `restoring "k:`) || !strings.Contains(err.Error(), "NOPERM") {
+		t.Fatalf("restore as a user without RESTORE: %v", err)
+	}
+	if p.Keys.Load() != 0 {
+		t.Fatalf("%d keys counted restored", p.Keys.Load())
+	}
+}

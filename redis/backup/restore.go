@@ -1,11 +1,14 @@
 package backup
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -33,9 +36,9 @@ type RestoreTarget struct {
 	// Replace allows a cluster that already holds keys (RESTORE … REPLACE); without it a
 	// cluster with any key is refused before anything is written.
 	Replace bool
-	// BatchKeys and BatchBytes bound one pipeline to a master (defaults 1000 keys, 8 MiB).
-	BatchKeys  int
-	BatchBytes int
+	// InFlight bounds the keys sent to one master on one connection whose replies have
+	// not been read yet (default 10,000).
+	InFlight int
 }
 
 // ErrNotEmpty is returned when the target holds keys and Replace is not set.
@@ -48,15 +51,17 @@ var ErrNotEmpty = errors.New("the target cluster already holds keys")
 var ErrUnreadable = errors.New("the target cannot read the backup's RDB version")
 
 // Restore writes every key of the RDB files sources returns (each read whole, in
-// parallel) to the master of the target that owns its slot, with RESTORE … ABSTTL: the
-// value as the backup encoded it and the expiry as an absolute time. Keys whose expiry
-// has passed are skipped. It fails on the first key a master refuses.
+// parallel) to the master of the target that owns its slot, with RESTORE … ABSTTL (the
+// value as the backup encoded it and the expiry as an absolute time), strings with
+// SET … PXAT. Keys whose expiry has passed are skipped. It fails on the first key a master
+// refuses.
+//
+// Each source streams to every master on a connection of its own, as redis-cli --pipe
+// does: commands are written as the file is read, and a reader takes the replies in
+// order meanwhile, so no round trip is waited for (at most InFlight keys unanswered).
 func Restore(ctx context.Context, t RestoreTarget, sources []func() (io.ReadCloser, error), p *Progress) error {
-	if t.BatchKeys == 0 {
-		t.BatchKeys = 1000
-	}
-	if t.BatchBytes == 0 {
-		t.BatchBytes = 8 << 20
+	if t.InFlight == 0 {
+		t.InFlight = 10000
 	}
 	owners, err := slotOwners(ctx, t.Dialer, t.Addrs)
 	if err != nil {
@@ -131,46 +136,38 @@ func Restore(ctx context.Context, t RestoreTarget, sources []func() (io.ReadClos
 		}
 	}
 	errs := parallel(len(sources), func(i int) error {
-		return restoreOne(ctx, t, readers[i], owners, clients, p)
+		return restoreOne(ctx, t, readers[i], owners, p)
 	})
 	return firstErr(errs)
 }
 
-type batch struct {
-	keys  int
-	bytes int
-	args  [][]any
-}
-
-func restoreOne(ctx context.Context, t RestoreTarget, r io.Reader, owners []string, clients map[string]*goredis.Client, p *Progress) error {
-	batches := map[string]*batch{}
-	flush := func(addr string) error {
-		b := batches[addr]
-		if b == nil || b.keys == 0 {
-			return nil
-		}
-		cmds, err := clients[addr].Pipelined(ctx, func(pl goredis.Pipeliner) error {
-			for _, a := range b.args {
-				pl.Do(ctx, a...)
+func restoreOne(ctx context.Context, t RestoreTarget, r io.Reader, owners []string, p *Progress) (err error) {
+	streams := map[string]*restoreStream{}
+	defer func() {
+		// Every stream is flushed and its replies read, also after a failure (a reply
+		// then names the key a master refused, which beats a later "connection closed").
+		for _, st := range streams {
+			if cerr := st.close(); err == nil {
+				err = cerr
 			}
-			return nil
-		})
-		if err != nil {
-			for i, c := range cmds {
-				if c.Err() != nil {
-					return fmt.Errorf("RESTORE %q on %s: %w", b.args[i][1], addr, c.Err())
-				}
-			}
-			return fmt.Errorf("RESTORE on %s: %w", addr, err)
 		}
-		p.Keys.Add(int64(b.keys))
-		p.Bytes.Add(int64(b.bytes))
-		b.keys, b.bytes, b.args = 0, 0, b.args[:0]
-		return nil
-	}
-	_, err := rdb.Scan(r, func(e *rdb.Entry) error {
+	}()
+	n := 0
+	_, err = rdb.Scan(r, func(e *rdb.Entry) error {
 		if e.DB != 0 {
 			return fmt.Errorf("key %q is in database %d; a cluster has only database 0", e.Key, e.DB)
+		}
+		if n++; n%1024 == 0 {
+			// A master whose keys are rare would keep them in its buffer for long: flush
+			// every stream now and then.
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			for _, st := range streams {
+				if err := st.flush(); err != nil {
+					return err
+				}
+			}
 		}
 		now := time.Now().UnixMilli()
 		if e.ExpireAtMs != 0 && e.ExpireAtMs <= now {
@@ -178,33 +175,191 @@ func restoreOne(ctx context.Context, t RestoreTarget, r io.Reader, owners []stri
 			return nil
 		}
 		addr := owners[topology.KeySlot(string(e.Key))]
-		b := batches[addr]
-		if b == nil {
-			b = &batch{}
-			batches[addr] = b
+		st := streams[addr]
+		if st == nil {
+			var err error
+			if st, err = openRestoreStream(ctx, t, addr, p); err != nil {
+				return err
+			}
+			streams[addr] = st
 		}
-		payload := e.DumpPayload(e.Version)
-		args := []any{"restore", string(e.Key), e.ExpireAtMs, payload, "absttl"}
-		if t.Replace {
-			args = append(args, "replace")
-		}
-		b.args = append(b.args, args)
-		b.keys++
-		b.bytes += len(payload) + len(e.Key)
-		if b.keys >= t.BatchKeys || b.bytes >= t.BatchBytes {
-			return flush(addr)
-		}
-		return nil
+		return st.restore(e)
 	})
+	return err
+}
+
+// restoreStream sends RESTORE commands to one master on a connection of its own; a
+// goroutine reads the replies meanwhile, in the order of the keys in pending.
+type restoreStream struct {
+	cn      *conn
+	w       *bufio.Writer
+	replace bool
+	// unflushed are the keys written to w since the last flush; pending those sent whose
+	// reply the reader has not read yet.
+	unflushed      []pendingKey
+	unflushedBytes int
+	num            [20]byte // an expiry's digits
+	pending        chan pendingKey
+	done           chan struct{}
+	p              *Progress
+	// failed is set, after err, by the reader at the first error reply or read failure.
+	failed atomic.Bool
+	err    error
+}
+
+type pendingKey struct {
+	key   string
+	bytes int
+}
+
+// replyTimeout bounds the wait for one reply (a RESTORE of a big key takes a while).
+const replyTimeout = time.Minute
+
+func openRestoreStream(ctx context.Context, t RestoreTarget, addr string, p *Progress) (*restoreStream, error) {
+	cn, err := t.dial(ctx, addr)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	for addr := range batches {
-		if err := flush(addr); err != nil {
-			return err
+	st := &restoreStream{cn: cn, w: bufio.NewWriterSize(deadlineWriter{cn.c}, 256<<10), replace: t.Replace,
+		pending: make(chan pendingKey, t.InFlight), done: make(chan struct{}), p: p}
+	go st.read()
+	go func() {
+		select {
+		case <-ctx.Done():
+			cn.Close() // unblocks both sides
+		case <-st.done:
 		}
+	}()
+	return st, nil
+}
+
+// deadlineWriter gives each write to the connection its own deadline.
+type deadlineWriter struct{ c net.Conn }
+
+func (d deadlineWriter) Write(b []byte) (int, error) {
+	_ = d.c.SetWriteDeadline(time.Now().Add(replyTimeout))
+	return d.c.Write(b)
+}
+
+// restore writes one key: a string as SET key value [PXAT expiry], which costs a master
+// less than half what RESTORE of the same key does (4 µs a call against 9 to 10 µs,
+// measured on Redis 7.0 by bench/backup -local) and leaves the same key, expiry and
+// encoding; any other type as RESTORE key expiry payload ABSTTL [REPLACE], the value as the
+// backup encoded it. The cluster was found empty first (or Replace allows overwriting),
+// so SET's overwriting is RESTORE … REPLACE's.
+func (st *restoreStream) restore(e *rdb.Entry) error {
+	if st.failed.Load() {
+		return st.err
+	}
+	w := st.w
+	var size int
+	if e.Type == rdb.TypeString {
+		v, err := e.StringValue()
+		if err != nil {
+			return fmt.Errorf("key %q: %w", e.Key, err)
+		}
+		if e.ExpireAtMs != 0 {
+			w.WriteString("*5\r\n$3\r\nSET\r\n")
+		} else {
+			w.WriteString("*3\r\n$3\r\nSET\r\n")
+		}
+		writeBulk(w, e.Key)
+		writeBulk(w, v)
+		if e.ExpireAtMs != 0 {
+			w.WriteString("$4\r\nPXAT\r\n")
+			writeBulk(w, strconv.AppendInt(st.num[:0], e.ExpireAtMs, 10))
+		}
+		size = len(v)
+	} else {
+		payload := e.DumpPayload(e.Version)
+		n := 5
+		if st.replace {
+			n = 6
+		}
+		w.WriteString("*" + strconv.Itoa(n) + "\r\n$7\r\nRESTORE\r\n")
+		writeBulk(w, e.Key)
+		writeBulk(w, strconv.AppendInt(st.num[:0], e.ExpireAtMs, 10))
+		writeBulk(w, payload)
+		w.WriteString("$6\r\nABSTTL\r\n")
+		if st.replace {
+			w.WriteString("$7\r\nREPLACE\r\n")
+		}
+		size = len(payload)
+	}
+	st.unflushed = append(st.unflushed, pendingKey{key: string(e.Key), bytes: size + len(e.Key)})
+	st.unflushedBytes += size
+	if len(st.unflushed) >= 512 || st.unflushedBytes >= 1<<20 {
+		return st.flush()
 	}
 	return nil
+}
+
+func writeBulk(w *bufio.Writer, b []byte) {
+	w.WriteString("$" + strconv.Itoa(len(b)) + "\r\n")
+	w.Write(b)
+	w.WriteString("\r\n")
+}
+
+// flush sends what is buffered, then hands its keys to the reader (waiting while InFlight
+// keys are unanswered): the reader only ever waits for the reply of a command sent.
+func (st *restoreStream) flush() error {
+	if err := st.w.Flush(); err != nil {
+		if st.failed.Load() {
+			return st.err
+		}
+		return fmt.Errorf("RESTORE on %s: %w", st.cn.addr, err)
+	}
+	for _, pk := range st.unflushed {
+		st.pending <- pk
+	}
+	st.unflushed, st.unflushedBytes = st.unflushed[:0], 0
+	return nil
+}
+
+// read takes the replies in order; the first error reply or read failure stops it from
+// counting, and it drains pending so the writer never blocks.
+func (st *restoreStream) read() {
+	defer close(st.done)
+	var keys, bytes int64
+	defer func() { st.p.Keys.Add(keys); st.p.Bytes.Add(bytes) }()
+	for pk := range st.pending {
+		if st.failed.Load() {
+			continue
+		}
+		_ = st.cn.c.SetReadDeadline(time.Now().Add(replyTimeout))
+		line, err := st.cn.line()
+		switch {
+		case err != nil:
+			st.fail(fmt.Errorf("restoring %q on %s: %w", pk.key, st.cn.addr, err))
+		case strings.HasPrefix(line, "-"):
+			st.fail(fmt.Errorf("restoring %q on %s: %s", pk.key, st.cn.addr, line[1:]))
+		default:
+			if keys, bytes = keys+1, bytes+int64(pk.bytes); keys == 1000 {
+				st.p.Keys.Add(keys)
+				st.p.Bytes.Add(bytes)
+				keys, bytes = 0, 0
+			}
+		}
+	}
+}
+
+func (st *restoreStream) fail(err error) {
+	st.err = err
+	st.failed.Store(true)
+	st.cn.Close() // the writer's next write fails at once
+}
+
+// close sends what is buffered, waits for every reply and closes the connection; it
+// returns the first failure.
+func (st *restoreStream) close() error {
+	ferr := st.flush()
+	close(st.pending)
+	<-st.done
+	st.cn.Close()
+	if st.failed.Load() {
+		return st.err
+	}
+	return ferr
 }
 
 // slotOwners maps every slot to its master's address, from the first node that sees all

@@ -658,3 +658,78 @@ func lzfDecompress(in []byte, outLen int) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// TypeString is the value type of a string key.
+const TypeString = typeString
+
+// StringValue is the value of a string key (Type TypeString) as the client wrote it: the
+// RDB string decoded (integer encodings to their decimal text, LZF decompressed).
+func (e *Entry) StringValue() ([]byte, error) {
+	if e.Type != typeString {
+		return nil, fmt.Errorf("value type %d is not a string", e.Type)
+	}
+	b := e.Value
+	if len(b) == 0 {
+		return nil, errors.New("empty string encoding")
+	}
+	// length reads an RDB length at b[i:]; encoded for a special encoding.
+	length := func(i int) (n uint64, encoded bool, next int, err error) {
+		if i >= len(b) {
+			return 0, false, 0, io.ErrUnexpectedEOF
+		}
+		switch b[i] >> 6 {
+		case 0:
+			return uint64(b[i] & 0x3f), false, i + 1, nil
+		case 1:
+			if i+1 >= len(b) {
+				return 0, false, 0, io.ErrUnexpectedEOF
+			}
+			return uint64(b[i]&0x3f)<<8 | uint64(b[i+1]), false, i + 2, nil
+		case 2:
+			switch {
+			case b[i] == 0x80 && i+5 <= len(b):
+				return uint64(binary.BigEndian.Uint32(b[i+1:])), false, i + 5, nil
+			case b[i] == 0x81 && i+9 <= len(b):
+				return binary.BigEndian.Uint64(b[i+1:]), false, i + 9, nil
+			}
+			return 0, false, 0, fmt.Errorf("bad length encoding 0x%x", b[i])
+		}
+		return uint64(b[i] & 0x3f), true, i + 1, nil
+	}
+	n, enc, i, err := length(0)
+	if err != nil {
+		return nil, err
+	}
+	rest := b[i:]
+	if !enc {
+		if uint64(len(rest)) != n {
+			return nil, fmt.Errorf("string of %d bytes in %d", n, len(rest))
+		}
+		return rest, nil
+	}
+	switch n {
+	case 0:
+		if len(rest) == 1 {
+			return strconv.AppendInt(nil, int64(int8(rest[0])), 10), nil
+		}
+	case 1:
+		if len(rest) == 2 {
+			return strconv.AppendInt(nil, int64(int16(binary.LittleEndian.Uint16(rest))), 10), nil
+		}
+	case 2:
+		if len(rest) == 4 {
+			return strconv.AppendInt(nil, int64(int32(binary.LittleEndian.Uint32(rest))), 10), nil
+		}
+	case lenEncodedString:
+		clen, cenc, j, err := length(i)
+		if err != nil || cenc {
+			return nil, fmt.Errorf("bad LZF length: %v", err)
+		}
+		ulen, uenc, k, err := length(j)
+		if err != nil || uenc || uint64(len(b)-k) != clen || ulen > 1<<40 {
+			return nil, fmt.Errorf("bad LZF lengths: %v", err)
+		}
+		return lzfDecompress(b[k:], int(ulen))
+	}
+	return nil, fmt.Errorf("bad string encoding %d", n)
+}

@@ -64,6 +64,15 @@ func TestScanGivesWhatDumpGives(t *testing.T) {
 				if got := e.DumpPayload(e.Version); !bytes.Equal(got, []byte(want)) {
 					return fmt.Errorf("key %s (type %d): payload of %d bytes differs from DUMP's %d", k, e.Type, len(got), len(want))
 				}
+				if e.Type == TypeString {
+					v, err := e.StringValue()
+					if err != nil {
+						return fmt.Errorf("key %s: %w", k, err)
+					}
+					if want := c.Get(ctx, k).Val(); string(v) != want {
+						return fmt.Errorf("key %s: string value %.40q, GET %.40q", k, v, want)
+					}
+				}
 				exp, err := c.Do(ctx, "pexpiretime", k).Int64()
 				if err != nil {
 					return err
@@ -149,6 +158,9 @@ func fill(t *testing.T, ctx context.Context, c *goredis.Client) []string {
 	do("set", add("str"), "hello")
 	do("set", add("int"), "12345")
 	do("set", add("neg"), "-7")
+	do("set", add("int16"), "-30000")
+	do("set", add("int32"), "2000000000")
+	do("set", add("empty"), "")
 	do("set", add("big-int"), "123456789012")
 	do("set", add("long"), strings.Repeat("abcdefgh", 200)) // LZF-compressed
 	do("set", add(strings.Repeat("k", 100)), "long key, compressed too")
