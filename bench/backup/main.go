@@ -192,13 +192,15 @@ stringData: {accessKeyID: %s, secretAccessKey: %s}
 		last = name
 	}
 	for round := 0; round < cfg.rounds; round++ {
-		op, err := operatorRestore(ctx, s, ns, fmt.Sprintf("r%d", round), last)
-		if err != nil {
-			return err
-		}
-		ref, err := cliRestore(ctx, s, ns, fmt.Sprintf("p%d", round), cmds, cfg)
-		if err != nil {
-			return err
+		var op, ref figures
+		for _, first := range []bool{round%2 == 0, round%2 == 1} {
+			if first {
+				if op, err = operatorRestore(ctx, s, ns, fmt.Sprintf("r%d", round), last); err != nil {
+					return err
+				}
+			} else if ref, err = cliRestore(ctx, s, ns, fmt.Sprintf("p%d", round), cmds, cfg); err != nil {
+				return err
+			}
 		}
 		restores = append(restores, [2]figures{op, ref})
 		fmt.Println(op)
