@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -30,12 +31,19 @@ func servers(t *testing.T, n int) ([]*redistest.Server, Dialer) {
 // serversOf is servers running the redis-server at bin ("" for the host's).
 func serversOf(t *testing.T, n int, bin string) ([]*redistest.Server, Dialer) {
 	t.Helper()
+	return serversWith(t, n, redistest.Config{Binary: bin})
+}
+
+// serversWith is servers with cfg's binary and node timeout.
+func serversWith(t *testing.T, n int, cfg redistest.Config) ([]*redistest.Server, Dialer) {
+	t.Helper()
 	h := []string{redis.PasswordHash(password)}
 	conf := redis.AuthConf(password, []redis.User{
 		{Name: redis.DefaultUser, Hashes: h, Rules: redis.DefaultRules()},
 		{Name: redis.OperatorUser, Hashes: h, Rules: redis.OperatorRules()},
 	})
-	srv := redistest.Start(t, n, redistest.Config{AuthConf: conf, Password: password, Binary: bin})
+	cfg.AuthConf, cfg.Password = conf, password
+	srv := redistest.Start(t, n, cfg)
 	form(t, srv)
 	return srv, Dialer{User: redis.OperatorUser, Passwords: []string{password}}
 }
@@ -411,5 +419,82 @@ func TestRestoreStopsAtTheFirstRefusedKey(t *testing.T) {
 	}
 	if p.Keys.Load() != 0 {
 		t.Fatalf("%d keys counted restored", p.Keys.Load())
+	}
+}
+
+// TestRestoreHoldsFailureDetectionForABigKey restores a 2,000,000-member sorted set into
+// masters whose cluster-node-timeout is 300 ms: while it runs every master's timeout is
+// raised to at least restoreHold (a RESTORE of such a key blocks its master for seconds on
+// a loaded machine, and the others would flag it failing), no master is flagged failing
+// nor does the cluster state leave ok, and every timeout is back to 300 ms afterwards.
+func TestRestoreHoldsFailureDetectionForABigKey(t *testing.T) {
+	ctx := context.Background()
+	src, d := servers(t, 1)
+	redistest.ZAddBig(ctx, t, src[0].Addr, password, "zbig", 2000000)
+	_, snaps, err := Take(ctx, d, redistest.Addrs(src), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdbs := readSnapshots(t, snaps)
+	dst, _ := serversWith(t, 3, redistest.Config{NodeTimeout: 300 * time.Millisecond})
+	stop := make(chan struct{})
+	type seen struct {
+		bad  []string
+		held map[string]bool
+	}
+	watched := make(chan seen)
+	go func() {
+		w := seen{held: map[string]bool{}}
+		defer func() { watched <- w }()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			for _, s := range dst {
+				c := goredis.NewClient(&goredis.Options{Addr: s.Addr, Password: password, ReadTimeout: 20 * time.Second})
+				info, _ := c.ClusterInfo(ctx).Result()
+				nodes, _ := c.ClusterNodes(ctx).Result()
+				v, _ := c.ConfigGet(ctx, "cluster-node-timeout").Result()
+				c.Close()
+				if info != "" && !strings.Contains(info, "cluster_state:ok") || strings.Contains(nodes, "fail") {
+					w.bad = append(w.bad, fmt.Sprintf("%s: %s", s.Addr, nodes))
+				}
+				if len(v) == 2 {
+					if ms, _ := strconv.Atoi(fmt.Sprint(v[1])); time.Duration(ms)*time.Millisecond >= restoreHold {
+						w.held[s.Addr] = true
+					}
+				}
+			}
+		}
+	}()
+	var p Progress
+	began := time.Now()
+	source := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(rdbs[0])), nil }
+	err = Restore(ctx, RestoreTarget{Addrs: redistest.Addrs(dst), Dialer: d}, []func() (io.ReadCloser, error){source}, &p)
+	close(stop)
+	w := <-watched
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("restored the %d-byte sorted set in %v", p.Bytes.Load(), time.Since(began))
+	if len(w.bad) > 0 {
+		t.Fatalf("a master was flagged failing or the cluster not ok during the restore (%d times), first: %s", len(w.bad), w.bad[0])
+	}
+	if len(w.held) != len(dst) {
+		t.Fatalf("cluster-node-timeout seen raised on %d of %d masters during the restore", len(w.held), len(dst))
+	}
+	for _, s := range dst {
+		c := goredis.NewClient(&goredis.Options{Addr: s.Addr, Password: password})
+		v, err := c.ConfigGet(ctx, "cluster-node-timeout").Result()
+		n, _ := c.ZCard(ctx, "zbig").Result()
+		c.Close()
+		if err != nil || fmt.Sprint(v[1]) != "300" {
+			t.Fatalf("%s: cluster-node-timeout %v (%v) after the restore, want 300", s.Addr, v, err)
+		}
+		if n != 0 && n != 2000000 {
+			t.Fatalf("%s: zbig has %d members", s.Addr, n)
+		}
 	}
 }
