@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"path"
 	"sync"
 	"time"
@@ -22,20 +21,11 @@ const localPassword = "bench"
 // runLocal is the comparison on loopback: 3 masters loaded, backed up by the library and
 // by redis-cli --rdb, restored by the library and by redis-cli --pipe into new masters.
 func runLocal(ctx context.Context, cfg config) error {
-	tmp, err := os.MkdirTemp("", "bench-backup")
+	tmp, _, store, stop, err := startStore(ctx, "127.0.0.1")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
-	s3srv, err := redistest.StartS3Server(tmp, "127.0.0.1")
-	if err != nil {
-		return err
-	}
-	defer s3srv.Stop()
-	store := &backup.S3{Endpoint: s3srv.Endpoint, AccessKey: s3srv.AccessKey, SecretKey: s3srv.SecretKey}
-	if err := store.CreateBucket(ctx, "backups"); err != nil {
-		return err
-	}
+	defer stop()
 	src, err := localCluster(ctx, tmp, "src")
 	if err != nil {
 		return err

@@ -127,20 +127,11 @@ func run(ctx context.Context, s *framework.Stack, cfg config) error {
 		return err
 	}
 	defer deleteNS()
-	tmp, err := os.MkdirTemp("", "bench-backup")
+	tmp, s3srv, _, stop, err := startStore(ctx, "198.18.0.1")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
-	s3srv, err := redistest.StartS3Server(tmp, "198.18.0.1")
-	if err != nil {
-		return err
-	}
-	defer s3srv.Stop()
-	s3 := &backup.S3{Endpoint: s3srv.Endpoint, AccessKey: s3srv.AccessKey, SecretKey: s3srv.SecretKey}
-	if err := s3.CreateBucket(ctx, "backups"); err != nil {
-		return err
-	}
+	defer stop()
 	if _, err := s.ApplyYAML(ctx, ns, fmt.Sprintf(`apiVersion: v1
 kind: Secret
 metadata: {name: s3-creds, namespace: %s}
@@ -239,6 +230,27 @@ func median(rounds [][2]figures, i int) figures {
 		}
 	}
 	return fs[len(fs)/2]
+}
+
+// startStore starts versitygw on host in a temporary directory (the reference's RDB files
+// go there too) with the bucket "backups"; stop ends it and removes the directory.
+func startStore(ctx context.Context, host string) (dir string, srv *redistest.S3Server, store *backup.S3, stop func(), err error) {
+	dir, err = os.MkdirTemp("", "bench-backup")
+	if err != nil {
+		return "", nil, nil, nil, err
+	}
+	srv, err = redistest.StartS3Server(dir, host)
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, nil, nil, err
+	}
+	stop = func() { srv.Stop(); os.RemoveAll(dir) }
+	store = &backup.S3{Endpoint: srv.Endpoint, AccessKey: srv.AccessKey, SecretKey: srv.SecretKey}
+	if err := store.CreateBucket(ctx, "backups"); err != nil {
+		stop()
+		return "", nil, nil, nil, err
+	}
+	return dir, srv, store, stop, nil
 }
 
 // load writes the keys, pipelined, and returns the commands it sent.
