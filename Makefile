@@ -118,7 +118,7 @@ test: ## Run every test: unit, envtest and end to end on the local Kubernetes
 	hack/test.sh
 
 .PHONY: bench
-bench: ## Run the benchmarks: render, bootstrap and the whole operator beside redis-cli, slot migration beside redis-cli rebalance
+bench: ## Run the benchmarks: render, bootstrap and the whole operator beside redis-cli, slot migration beside redis-cli rebalance, backup and restore beside redis-cli --rdb and --pipe
 	hack/bench.sh
 
 ##@ Deployment (docs/install.md)

@@ -395,6 +395,9 @@ func (r *BackupReconciler) upload(ctx context.Context, b *redisv1alpha1.RedisClu
 				return
 			}
 			versions[i], redisVersions[i] = hdr.Version, hdr.Aux["redis-ver"]
+			if redisVersions[i] == "" {
+				redisVersions[i] = hdr.Server() // Valkey 8 and later write only valkey-ver
+			}
 			shards[i] = redisv1alpha1.BackupShard{NodeID: s.Shard.NodeID, Slots: s.Shard.Slots.String(),
 				ReplicationOffset: s.Shard.Offset, Object: obj, Size: up.Size, SHA256: up.SHA256, Keys: n}
 			done.Add(1)

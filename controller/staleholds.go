@@ -13,11 +13,12 @@ import (
 )
 
 // ReasonHoldReleased: a raised cluster-node-timeout left by an earlier operator process
-// (one big key's MIGRATE holds failure detection, redis/bigkey.go) was set back.
+// (one big key's MIGRATE holds failure detection, redis/bigkey.go, and so does a restore,
+// redis/backup/restore.go) was set back.
 const ReasonHoldReleased = "HoldReleased"
 
 // releaseStaleHolds sets cluster-node-timeout back to the configured value on nodes where
-// an operator that died mid big-key move left it raised. Once per cluster per operator
+// an operator that died mid big-key move or mid restore left it raised. Once per cluster per operator
 // process, on the first reconcile that finds it Running and whole: later holds are set
 // back by the process that raises them. A node that cannot be read is looked at again on
 // a later reconcile.
@@ -33,7 +34,7 @@ func (r *Reconciler) releaseStaleHolds(ctx context.Context, s *scope) {
 	n, err := redis.ReleaseStaleHolds(ctx, r.factoryFor(s), addrs, configured)
 	if n > 0 {
 		r.Recorder.Eventf(s.cluster, corev1.EventTypeNormal, ReasonHoldReleased,
-			"cluster-node-timeout set back to %d ms on %d instances (raised for a big key's move by an operator that stopped before setting it back)", configured.Milliseconds(), n)
+			"cluster-node-timeout set back to %d ms on %d instances (raised for a big key's move or a restore by an operator that stopped before setting it back)", configured.Milliseconds(), n)
 	}
 	if err != nil {
 		log.FromContext(ctx).Info("could not check cluster-node-timeout on every instance; will look again", "error", err.Error())

@@ -6,6 +6,9 @@
 #   scale:     redis.Scale vs redis-cli --cluster rebalance moving slots out to a fourth
 #              master and back, 1,000,000 keys (SCALE_KEYS), 3 rounds at least; and the
 #              whole operator scaling the demo RedisCluster 6 -> 8 -> 6 pods on the devcluster
+#   backup:    the operator's RedisClusterBackup vs redis-cli --rdb per master, and its
+#              restore (spec.restoreFrom) vs redis-cli --pipe per master, BACKUP_KEYS keys
+#              (default 1,000,000) on the devcluster, 3 rounds
 #   fleet:     one operator, FLEET_CLUSTERS RedisClusters (default 10, what a 2-core machine
 #              holds comfortably), idle cost over FLEET_IDLE (default 5m), change-to-action
 #   ROUNDS=5   rounds of the two Redis benchmarks
@@ -22,5 +25,7 @@ echo "=== operator"
 bench/operator/run.sh -rounds "$rounds"
 echo "=== scale"
 bench/scale/run.sh -rounds "$(( rounds < 3 ? 3 : rounds ))" -keys "${SCALE_KEYS:-1000000}" -devcluster
+echo "=== backup"
+bench/backup/run.sh -keys "${BACKUP_KEYS:-1000000}" -rounds 3
 echo "=== fleet"
 bench/fleet/run.sh -clusters "${FLEET_CLUSTERS:-10}" -idle "${FLEET_IDLE:-5m}"

@@ -45,8 +45,9 @@ var OperatorCommands = []string{
 	// Rotation and application users.
 	"acl|setuser", "acl|deluser", "acl|users", "config|set",
 	// Backup (redis/backup.Take): the cut pauses writes on every master and reads each
-	// master's snapshot through a replication connection; restore writes keys with RESTORE.
-	"client|pause", "client|unpause", "replconf", "psync", "restore",
+	// master's snapshot through a replication connection; restore writes keys with RESTORE,
+	// and strings with SET (half the master's time of RESTORE).
+	"client|pause", "client|unpause", "replconf", "psync", "restore", "set",
 }
 
 // OperatorRules are the ACL rules of the operator user, without its password: every key

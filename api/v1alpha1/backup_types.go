@@ -146,7 +146,8 @@ type RedisClusterBackupStatus struct {
 	// rdbVersion is the snapshots' RDB format version; a restore needs a Redis that reads it.
 	// +optional
 	RDBVersion int32 `json:"rdbVersion,omitempty"`
-	// redisVersion is the Redis version of the masters at the cut.
+	// redisVersion is the Redis version of the masters at the cut; for Valkey 8 and
+	// later, which name no Redis version, the server and its version ("valkey 9.1.2").
 	// +optional
 	RedisVersion string `json:"redisVersion,omitempty"`
 	// shards has one entry per master at the cut.

@@ -128,7 +128,8 @@ type RestoreStatus struct {
 	Reason string `json:"reason,omitempty"`
 	// +optional
 	Message string `json:"message,omitempty"`
-	// keys restored so far (or in all, once completed); bytes of RESTORE payload sent;
+	// keys restored so far (or in all, once completed); bytes: the keys and values sent
+	// (RESTORE payloads, strings' values);
 	// expired: keys of the backup whose expiry had passed, not written.
 	// +optional
 	Keys int64 `json:"keys,omitempty"`

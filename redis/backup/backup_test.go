@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -27,12 +28,25 @@ const password = "s3cret"
 // the rules the operator gives it: the cut and the restore must work as that user.
 func servers(t *testing.T, n int) ([]*redistest.Server, Dialer) {
 	t.Helper()
+	return serversOf(t, n, "")
+}
+
+// serversOf is servers running the redis-server at bin ("" for the host's).
+func serversOf(t *testing.T, n int, bin string) ([]*redistest.Server, Dialer) {
+	t.Helper()
+	return serversWith(t, n, redistest.Config{Binary: bin})
+}
+
+// serversWith is servers with cfg's binary and node timeout.
+func serversWith(t *testing.T, n int, cfg redistest.Config) ([]*redistest.Server, Dialer) {
+	t.Helper()
 	h := []string{redis.PasswordHash(password)}
 	conf := redis.AuthConf(password, []redis.User{
 		{Name: redis.DefaultUser, Hashes: h, Rules: redis.DefaultRules()},
 		{Name: redis.OperatorUser, Hashes: h, Rules: redis.OperatorRules()},
 	})
-	srv := redistest.Start(t, n, redistest.Config{AuthConf: conf, Password: password})
+	cfg.AuthConf, cfg.Password = conf, password
+	srv := redistest.Start(t, n, cfg)
 	form(t, srv)
 	return srv, Dialer{User: redis.OperatorUser, Passwords: []string{password}}
 }
@@ -116,22 +130,7 @@ func snapshots(t *testing.T, ctx context.Context, d Dialer, addrs []string) (*Cu
 	if err != nil {
 		t.Fatal(err)
 	}
-	rdbs := make([][]byte, len(snaps))
-	for i, s := range snaps {
-		if err := s.Open(10 * time.Second); err != nil {
-			t.Fatal(err)
-		}
-		var buf bytes.Buffer
-		if _, err := io.Copy(&buf, s); err != nil {
-			t.Fatal(err)
-		}
-		s.Close()
-		if int64(buf.Len()) != s.Size {
-			t.Fatalf("snapshot of %s: %d bytes, announced %d", s.Shard.Addr, buf.Len(), s.Size)
-		}
-		rdbs[i] = buf.Bytes()
-	}
-	return cut, rdbs
+	return cut, readSnapshots(t, snaps)
 }
 
 // failingReader gives its bytes, then err: a connection cut mid-object.
@@ -217,11 +216,11 @@ func TestCutIsConsistentAndRestoresIntoAnotherShape(t *testing.T) {
 	loaded := load(t, ctx, cc, 20000)
 
 	var mu sync.Mutex
-	var writes [][]write
+	// Sized before the writers start: growing it while they append under mu is a race.
+	writes := make([][]write, 3)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for w := 0; w < 3; w++ {
-		writes = append(writes, nil)
+	for w := range writes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -319,6 +318,27 @@ func TestCutIsConsistentAndRestoresIntoAnotherShape(t *testing.T) {
 	if total != len(loaded)+present {
 		t.Fatalf("target holds %d keys, want %d loaded + %d written", total, len(loaded), present)
 	}
+}
+
+// readSnapshots opens and reads every snapshot of a cut whole, and closes it.
+func readSnapshots(t *testing.T, snaps []*Snapshot) [][]byte {
+	t.Helper()
+	rdbs := make([][]byte, len(snaps))
+	for i, s := range snaps {
+		if err := s.Open(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if _, err := io.Copy(&buf, s); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		if int64(buf.Len()) != s.Size {
+			t.Fatalf("snapshot of %s: %d bytes, announced %d", s.Shard.Addr, buf.Len(), s.Size)
+		}
+		rdbs[i] = buf.Bytes()
+	}
+	return rdbs
 }
 
 type loadedKey struct {
@@ -437,5 +457,122 @@ func TestCutWaitsWhileASlotIsOpen(t *testing.T) {
 	}
 	for _, s := range snaps {
 		s.Close()
+	}
+}
+
+// TestRestoreStopsAtTheFirstRefusedKey: a master that refuses RESTORE (here the user may
+// not run it) fails the restore with the key and the master's answer, and no key counts as
+// restored.
+func TestRestoreStopsAtTheFirstRefusedKey(t *testing.T) {
+	ctx := context.Background()
+	src, d := servers(t, 1)
+	cc := clusterClient(t, src)
+	defer cc.Close()
+	for i := 0; i < 5000; i++ {
+		k := fmt.Sprint("k:", i)
+		if err := cc.c(k).Set(ctx, k, "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, snaps, err := Take(ctx, d, redistest.Addrs(src), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdbs := readSnapshots(t, snaps)
+	dst, _ := servers(t, 2)
+	for _, s := range dst {
+		c := goredis.NewClient(&goredis.Options{Addr: s.Addr, Password: password})
+		err := c.Do(ctx, "acl", "setuser", "norestore", "on", ">"+password, "+@all", "-restore", "-set", "~*").Err()
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var p Progress
+	source := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(rdbs[0])), nil }
+	err = Restore(ctx, RestoreTarget{Addrs: redistest.Addrs(dst), Dialer: Dialer{User: "norestore", Passwords: []string{password}}},
+		[]func() (io.ReadCloser, error){source}, &p)
+	if err == nil || !strings.Contains(err.Error(), `restoring "k:`) || !strings.Contains(err.Error(), "NOPERM") {
+		t.Fatalf("restore as a user without RESTORE: %v", err)
+	}
+	if p.Keys.Load() != 0 {
+		t.Fatalf("%d keys counted restored", p.Keys.Load())
+	}
+}
+
+// TestRestoreHoldsFailureDetectionForABigKey restores a 2,000,000-member sorted set into
+// masters whose cluster-node-timeout is 300 ms: while it runs every master's timeout is
+// raised to at least restoreHold (a RESTORE of such a key blocks its master for seconds on
+// a loaded machine, and the others would flag it failing), no master is flagged failing
+// nor does the cluster state leave ok, and every timeout is back to 300 ms afterwards.
+func TestRestoreHoldsFailureDetectionForABigKey(t *testing.T) {
+	ctx := context.Background()
+	src, d := servers(t, 1)
+	redistest.ZAddBig(ctx, t, src[0].Addr, password, "zbig", 2000000)
+	_, snaps, err := Take(ctx, d, redistest.Addrs(src), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdbs := readSnapshots(t, snaps)
+	dst, _ := serversWith(t, 3, redistest.Config{NodeTimeout: 300 * time.Millisecond})
+	stop := make(chan struct{})
+	type seen struct {
+		bad  []string
+		held map[string]bool
+	}
+	watched := make(chan seen)
+	go func() {
+		w := seen{held: map[string]bool{}}
+		defer func() { watched <- w }()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			for _, s := range dst {
+				c := goredis.NewClient(&goredis.Options{Addr: s.Addr, Password: password, ReadTimeout: 20 * time.Second})
+				info, _ := c.ClusterInfo(ctx).Result()
+				nodes, _ := c.ClusterNodes(ctx).Result()
+				v, _ := c.ConfigGet(ctx, "cluster-node-timeout").Result()
+				c.Close()
+				if info != "" && !strings.Contains(info, "cluster_state:ok") || strings.Contains(nodes, "fail") {
+					w.bad = append(w.bad, fmt.Sprintf("%s: %s", s.Addr, nodes))
+				}
+				if len(v) == 2 {
+					if ms, _ := strconv.Atoi(fmt.Sprint(v[1])); time.Duration(ms)*time.Millisecond >= restoreHold {
+						w.held[s.Addr] = true
+					}
+				}
+			}
+		}
+	}()
+	var p Progress
+	began := time.Now()
+	source := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(rdbs[0])), nil }
+	err = Restore(ctx, RestoreTarget{Addrs: redistest.Addrs(dst), Dialer: d}, []func() (io.ReadCloser, error){source}, &p)
+	close(stop)
+	w := <-watched
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("restored the %d-byte sorted set in %v", p.Bytes.Load(), time.Since(began))
+	if len(w.bad) > 0 {
+		t.Fatalf("a master was flagged failing or the cluster not ok during the restore (%d times), first: %s", len(w.bad), w.bad[0])
+	}
+	if len(w.held) != len(dst) {
+		t.Fatalf("cluster-node-timeout seen raised on %d of %d masters during the restore", len(w.held), len(dst))
+	}
+	for _, s := range dst {
+		c := goredis.NewClient(&goredis.Options{Addr: s.Addr, Password: password})
+		v, err := c.ConfigGet(ctx, "cluster-node-timeout").Result()
+		n, _ := c.ZCard(ctx, "zbig").Result()
+		c.Close()
+		if err != nil || fmt.Sprint(v[1]) != "300" {
+			t.Fatalf("%s: cluster-node-timeout %v (%v) after the restore, want 300", s.Addr, v, err)
+		}
+		if n != 0 && n != 2000000 {
+			t.Fatalf("%s: zbig has %d members", s.Addr, n)
+		}
 	}
 }

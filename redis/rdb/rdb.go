@@ -1,8 +1,14 @@
-// Package rdb reads Redis RDB files (versions up to 11, Redis 7.0 to 7.2) as a stream of
-// keys, each with its expiry and its value exactly as the file encodes it, so a restore
-// hands every value back to Redis with RESTORE (DumpPayload) without decoding it: every
-// type Redis itself saves (strings, lists, sets, sorted sets, hashes, streams, in each of
-// their encodings) is carried, including values of any size. Module types are refused.
+// Package rdb reads RDB files as a stream of keys, each with its expiry and its value
+// exactly as the file encodes it, so a restore hands every value back to the server with
+// RESTORE (DumpPayload) without decoding it: every type the server itself saves (strings,
+// lists, sets, sorted sets, hashes, hashes with field expiries, streams, in each of their
+// encodings) is carried, including values of any size. Module types are refused.
+//
+// The formats read are those of every server the project runs: magic REDIS with versions
+// up to 12 (Redis 7.0 writes 10; Redis 7.2 and Valkey 7.2 to 8.1 write 11; Redis 7.4 and
+// 8.0 write 12) and magic VALKEY with version 80 (Valkey 9.0 and 9.1). Value types 22 to 25
+// mean one thing in Redis' formats (hashes with field expiries, RDB 12) and another in
+// Valkey's (22: Valkey 9's hash with field expiries), so the magic decides.
 //
 // The file's own CRC64 is checked at its end: a truncated or corrupt file is an error,
 // never a shorter list of keys.
@@ -17,8 +23,10 @@ import (
 	"strconv"
 )
 
-// Opcodes and value types of rdb.h (Redis 7.2).
+// Opcodes and value types of rdb.h (Redis 8.0, Valkey 9.1).
 const (
+	opSlotImport     = 243 // Valkey 9: slots being imported (atomic slot migration)
+	opSlotInfo       = 244 // Redis 7.4+: a slot's key counts, before its keys
 	opFunction2      = 245
 	opFunctionPreGA  = 246
 	opModuleAux      = 247
@@ -51,8 +59,22 @@ const (
 	typeStreamLP2    = 19
 	typeSetLP        = 20
 	typeStreamLP3    = 21
-	maxKnownVersion  = 11
 	lenEncodedString = 3
+
+	// Redis 7.4+ (RDB 12): hashes with field expiries. The PRE_GA ones are 7.4's release
+	// candidates'.
+	typeHashMetadataPreGA = 22
+	typeHashLPExPreGA     = 23
+	typeHashMetadata      = 24
+	typeHashLPEx          = 25
+
+	// Valkey 9 (RDB 80): a hash with field expiries.
+	typeValkeyHash2 = 22
+
+	// MaxRedisVersion is the newest RDB version of magic REDIS this reader knows (Redis
+	// 7.4 and 8.0); ValkeyVersion the one of magic VALKEY (Valkey 9.0 and 9.1).
+	MaxRedisVersion = 12
+	ValkeyVersion   = 80
 )
 
 // Entry is one key of the file.
@@ -73,8 +95,24 @@ type Entry struct {
 // Header is what the file says about itself before its keys.
 type Header struct {
 	Version int
-	// Aux are the AUX fields (redis-ver, redis-bits, ctime, used-mem, repl-id, ...).
+	// Valkey is true for the magic VALKEY (Valkey 9 and later), false for REDIS.
+	Valkey bool
+	// Aux are the AUX fields before the first key (redis-ver or valkey-ver, redis-bits,
+	// ctime, used-mem, repl-id, ...).
 	Aux map[string]string
+}
+
+// Server is the server and version the file says wrote it: "valkey 9.1.2" (Valkey 8 and
+// later write valkey-ver), else "redis 8.0.2" (redis-ver; Valkey 7.2 also writes only
+// redis-ver, and is then reported as redis 7.2.x), "" when the file names none.
+func (h *Header) Server() string {
+	if v := h.Aux["valkey-ver"]; v != "" {
+		return "valkey " + v
+	}
+	if v := h.Aux["redis-ver"]; v != "" {
+		return "redis " + v
+	}
+	return ""
 }
 
 // Scan reads an RDB file from r and calls fn for every key, in file order. The slices of an
@@ -89,6 +127,8 @@ func Scan(r io.Reader, fn func(*Entry) error) (*Header, error) {
 type parser struct {
 	r   *bufio.Reader
 	crc uint64
+	// valkey is the file's magic: it decides what value types 22 to 25 are.
+	valkey bool
 	// capture, when not nil, receives every byte read (a value's raw encoding).
 	capture *[]byte
 	scratch []byte
@@ -230,23 +270,19 @@ func (p *parser) skipStrings(n int) error {
 }
 
 func (p *parser) scan(fn func(*Entry) error) (*Header, error) {
-	magic, err := p.readFull(9)
+	magic, err := p.readFull(MagicLen)
 	if err != nil {
 		return nil, fmt.Errorf("failed to read the RDB header: %w", err)
 	}
-	if string(magic[:5]) != "REDIS" {
-		return nil, errors.New("not an RDB file (no REDIS magic)")
-	}
-	version, err := strconv.Atoi(string(magic[5:]))
+	h, err := ReadMagic(magic)
 	if err != nil {
-		return nil, fmt.Errorf("bad RDB version %q", magic[5:])
+		return nil, err
 	}
-	if version > maxKnownVersion {
-		return nil, fmt.Errorf("RDB version %d is newer than this reader knows (%d)", version, maxKnownVersion)
-	}
-	h := &Header{Version: version, Aux: map[string]string{}}
+	version := h.Version
+	p.valkey = h.Valkey
 	e := &Entry{Version: version}
 	var value []byte
+	keys := false
 	for {
 		op, err := p.byte()
 		if err != nil {
@@ -262,7 +298,9 @@ func (p *parser) scan(fn func(*Entry) error) (*Header, error) {
 			if err != nil {
 				return h, err
 			}
-			h.Aux[string(k)] = string(v)
+			if !keys {
+				h.Aux[string(k)] = string(v) // Valkey 9 writes a slot-info one before each slot's keys
+			}
 			continue
 		case opSelectDB:
 			db, err := p.plainLength()
@@ -309,6 +347,14 @@ func (p *parser) scan(fn func(*Entry) error) (*Header, error) {
 				return h, err
 			}
 			continue
+		case opSlotInfo:
+			// The slot, its keys and its keys with an expiry: a sizing hint.
+			if err := p.lengths(3); err != nil {
+				return h, err
+			}
+			continue
+		case opSlotImport:
+			return h, errors.New("RDB holds slots being imported (Valkey atomic slot migration, opcode 243): a cut is taken with every slot stable")
 		case opFunctionPreGA, opModuleAux:
 			return h, fmt.Errorf("RDB holds module or pre-release function data (opcode %d), which this reader refuses", op)
 		case opEOF:
@@ -325,6 +371,7 @@ func (p *parser) scan(fn func(*Entry) error) (*Header, error) {
 			return h, nil
 		}
 		// A key: op is its value type.
+		keys = true
 		e.Type = op
 		key, err := p.str(true)
 		if err != nil {
@@ -346,8 +393,63 @@ func (p *parser) scan(fn func(*Entry) error) (*Header, error) {
 	}
 }
 
+// MagicLen is the length of the magic an RDB file starts with (ReadMagic).
+const MagicLen = 9
+
+// ReadMagic reads the 9 bytes a file starts with: REDIS and 4 digits, or VALKEY and 3,
+// and returns the Header they make (no AUX fields), or why the reader refuses the file.
+func ReadMagic(magic []byte) (*Header, error) {
+	if len(magic) != MagicLen {
+		return nil, fmt.Errorf("an RDB magic has %d bytes, not %d", MagicLen, len(magic))
+	}
+	var h Header
+	var digits []byte
+	switch {
+	case string(magic[:5]) == "REDIS":
+		digits = magic[5:]
+	case string(magic[:6]) == "VALKEY":
+		h.Valkey, digits = true, magic[6:]
+	default:
+		return nil, fmt.Errorf("not an RDB file (magic %q)", magic)
+	}
+	v, err := strconv.Atoi(string(digits))
+	if err != nil || v < 1 {
+		return nil, fmt.Errorf("bad RDB version %q", digits)
+	}
+	h.Version = v
+	switch {
+	case !h.Valkey && v > MaxRedisVersion:
+		return nil, fmt.Errorf("RDB version %d (magic REDIS) is newer than this reader knows (%d)", v, MaxRedisVersion)
+	case h.Valkey && v != ValkeyVersion:
+		return nil, fmt.Errorf("RDB version %d (magic VALKEY) is not one this reader knows (%d)", v, ValkeyVersion)
+	}
+	h.Aux = map[string]string{}
+	return &h, nil
+}
+
 func (p *parser) skipValue(t byte) error {
 	str := func() error { _, err := p.str(false); return err }
+	ms := func() error { _, err := p.readFull(8); return err }
+	if p.valkey && t == typeValkeyHash2 {
+		// Each field: its name, its value, its expiry (ms, -1 for none).
+		return p.each(func() error { return p.all(str, str, ms) })
+	}
+	if !p.valkey {
+		switch t {
+		case typeHashMetadata:
+			// The hash's earliest field expiry (ms), then each field: its expiry (a length,
+			// 0 for none, else relative to the earliest plus one), name and value.
+			return p.all(ms, func() error { return p.each(func() error { return p.all(p.skipLength, str, str) }) })
+		case typeHashMetadataPreGA:
+			// As above with no earliest expiry, each field's expiry absolute.
+			return p.each(func() error { return p.all(p.skipLength, str, str) })
+		case typeHashLPEx:
+			// The earliest field expiry (ms), then a listpack of (field, value, expiry).
+			return p.all(ms, str)
+		case typeHashLPExPreGA:
+			return str()
+		}
+	}
 	switch t {
 	case typeString, typeHashZipmap, typeListZiplist, typeSetIntset, typeZsetZiplist,
 		typeHashZiplist, typeHashLP, typeZsetLP, typeSetLP:
@@ -362,7 +464,7 @@ func (p *parser) skipValue(t byte) error {
 		return p.each(func() error { return p.all(str, p.skipOldScore) })
 	case typeZset2:
 		// A member, then its score as a binary double.
-		return p.each(func() error { return p.all(str, func() error { _, err := p.readFull(8); return err }) })
+		return p.each(func() error { return p.all(str, ms) })
 	case typeListQuick2:
 		// Each node: its container (plain or packed), then its data.
 		return p.each(func() error { return p.all(func() error { _, err := p.plainLength(); return err }, str) })
@@ -406,6 +508,12 @@ func (p *parser) skipOldScore() error {
 		return err
 	}
 	_, err = p.readFull(int(l))
+	return err
+}
+
+// skipLength reads a length as large as a uint64 (a field expiry).
+func (p *parser) skipLength() error {
+	_, err := p.plainLengthAny()
 	return err
 }
 
@@ -549,4 +657,79 @@ func lzfDecompress(in []byte, outLen int) ([]byte, error) {
 		return nil, fmt.Errorf("LZF gave %d bytes, want %d", len(out), outLen)
 	}
 	return out, nil
+}
+
+// TypeString is the value type of a string key.
+const TypeString = typeString
+
+// StringValue is the value of a string key (Type TypeString) as the client wrote it: the
+// RDB string decoded (integer encodings to their decimal text, LZF decompressed).
+func (e *Entry) StringValue() ([]byte, error) {
+	if e.Type != typeString {
+		return nil, fmt.Errorf("value type %d is not a string", e.Type)
+	}
+	b := e.Value
+	if len(b) == 0 {
+		return nil, errors.New("empty string encoding")
+	}
+	// length reads an RDB length at b[i:]; encoded for a special encoding.
+	length := func(i int) (n uint64, encoded bool, next int, err error) {
+		if i >= len(b) {
+			return 0, false, 0, io.ErrUnexpectedEOF
+		}
+		switch b[i] >> 6 {
+		case 0:
+			return uint64(b[i] & 0x3f), false, i + 1, nil
+		case 1:
+			if i+1 >= len(b) {
+				return 0, false, 0, io.ErrUnexpectedEOF
+			}
+			return uint64(b[i]&0x3f)<<8 | uint64(b[i+1]), false, i + 2, nil
+		case 2:
+			switch {
+			case b[i] == 0x80 && i+5 <= len(b):
+				return uint64(binary.BigEndian.Uint32(b[i+1:])), false, i + 5, nil
+			case b[i] == 0x81 && i+9 <= len(b):
+				return binary.BigEndian.Uint64(b[i+1:]), false, i + 9, nil
+			}
+			return 0, false, 0, fmt.Errorf("bad length encoding 0x%x", b[i])
+		}
+		return uint64(b[i] & 0x3f), true, i + 1, nil
+	}
+	n, enc, i, err := length(0)
+	if err != nil {
+		return nil, err
+	}
+	rest := b[i:]
+	if !enc {
+		if uint64(len(rest)) != n {
+			return nil, fmt.Errorf("string of %d bytes in %d", n, len(rest))
+		}
+		return rest, nil
+	}
+	switch n {
+	case 0:
+		if len(rest) == 1 {
+			return strconv.AppendInt(nil, int64(int8(rest[0])), 10), nil
+		}
+	case 1:
+		if len(rest) == 2 {
+			return strconv.AppendInt(nil, int64(int16(binary.LittleEndian.Uint16(rest))), 10), nil
+		}
+	case 2:
+		if len(rest) == 4 {
+			return strconv.AppendInt(nil, int64(int32(binary.LittleEndian.Uint32(rest))), 10), nil
+		}
+	case lenEncodedString:
+		clen, cenc, j, err := length(i)
+		if err != nil || cenc {
+			return nil, fmt.Errorf("bad LZF length: %v", err)
+		}
+		ulen, uenc, k, err := length(j)
+		if err != nil || uenc || uint64(len(b)-k) != clen || ulen > 1<<40 {
+			return nil, fmt.Errorf("bad LZF lengths: %v", err)
+		}
+		return lzfDecompress(b[k:], int(ulen))
+	}
+	return nil, fmt.Errorf("bad string encoding %d", n)
 }

@@ -22,63 +22,91 @@ func TestCRC64MatchesRedis(t *testing.T) {
 	}
 }
 
-// TestScanGivesWhatDumpGives saves every type Redis 7 has, in its small and large
-// encodings, with and without expiry, and requires Scan to give for each key exactly the
-// payload DUMP gives, and the expiry PEXPIRETIME gives: what RESTORE gets from a backup is
-// then what a live MIGRATE would carry.
+// TestScanGivesWhatDumpGives saves, on every server the project ships an image for, every
+// type the server has, in its small and large encodings, with and without expiry (hashes
+// with field expiries where the server has them), and requires Scan to give for each key
+// exactly the payload DUMP gives, and the expiry PEXPIRETIME gives: what RESTORE gets from
+// a backup is then what a live MIGRATE would carry.
 func TestScanGivesWhatDumpGives(t *testing.T) {
-	srv, c := oneNodeCluster(t)
-	ctx := context.Background()
-	keys := fill(t, ctx, c)
-	if err := c.Do(ctx, "save").Err(); err != nil {
-		t.Fatal(err)
+	want := map[string]struct {
+		version int
+		valkey  bool
+		server  string
+	}{
+		"redis 7.0":  {10, false, "redis 7.0."},
+		"redis 8.0":  {12, false, "redis 8.0."},
+		"valkey 8.1": {11, false, "valkey 8.1."},
+		"valkey 9.1": {80, true, "valkey 9.1."},
 	}
-	f, err := os.Open(filepath.Join(srv.Dir, "dump.rdb"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	seen := map[string]bool{}
-	h, err := Scan(f, func(e *Entry) error {
-		k := string(e.Key)
-		seen[k] = true
-		want, err := c.Dump(ctx, k).Result()
-		if err != nil {
-			return fmt.Errorf("DUMP %s: %w", k, err)
-		}
-		if got := e.DumpPayload(10); !bytes.Equal(got, []byte(want)) {
-			return fmt.Errorf("key %s (type %d): payload of %d bytes differs from DUMP's %d", k, e.Type, len(got), len(want))
-		}
-		exp, err := c.Do(ctx, "pexpiretime", k).Int64()
-		if err != nil {
-			return err
-		}
-		if exp < 0 {
-			exp = 0
-		}
-		if exp != e.ExpireAtMs {
-			return fmt.Errorf("key %s: expiry %d, PEXPIRETIME %d", k, e.ExpireAtMs, exp)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if h.Version != 10 || h.Aux["redis-ver"] == "" {
-		t.Fatalf("header %+v", h)
-	}
-	for _, k := range keys {
-		if !seen[k] {
-			t.Errorf("key %s not in the scan", k)
-		}
-	}
-	if len(seen) != len(keys) {
-		t.Errorf("scan gave %d keys, wrote %d", len(seen), len(keys))
+	for _, img := range redistest.Images {
+		t.Run(img.Name, func(t *testing.T) {
+			srv, c := oneNodeCluster(t, redistest.Config{Binary: redistest.ServerBinary(t, img)})
+			ctx := context.Background()
+			keys := fill(t, ctx, c)
+			if err := c.Do(ctx, "save").Err(); err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.Open(filepath.Join(srv.Dir, "dump.rdb"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			seen := map[string]bool{}
+			types := map[byte]int{}
+			h, err := Scan(f, func(e *Entry) error {
+				k := string(e.Key)
+				seen[k] = true
+				types[e.Type]++
+				want, err := c.Dump(ctx, k).Result()
+				if err != nil {
+					return fmt.Errorf("DUMP %s: %w", k, err)
+				}
+				if got := e.DumpPayload(e.Version); !bytes.Equal(got, []byte(want)) {
+					return fmt.Errorf("key %s (type %d): payload of %d bytes differs from DUMP's %d", k, e.Type, len(got), len(want))
+				}
+				if e.Type == TypeString {
+					v, err := e.StringValue()
+					if err != nil {
+						return fmt.Errorf("key %s: %w", k, err)
+					}
+					if want := c.Get(ctx, k).Val(); string(v) != want {
+						return fmt.Errorf("key %s: string value %.40q, GET %.40q", k, v, want)
+					}
+				}
+				exp, err := c.Do(ctx, "pexpiretime", k).Int64()
+				if err != nil {
+					return err
+				}
+				if exp < 0 {
+					exp = 0
+				}
+				if exp != e.ExpireAtMs {
+					return fmt.Errorf("key %s: expiry %d, PEXPIRETIME %d", k, e.ExpireAtMs, exp)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := want[img.Name]
+			if h.Version != w.version || h.Valkey != w.valkey || !strings.HasPrefix(h.Server(), w.server) {
+				t.Fatalf("header: version %d, valkey %v, server %q; want %d, %v, %s*", h.Version, h.Valkey, h.Server(), w.version, w.valkey, w.server)
+			}
+			for _, k := range keys {
+				if !seen[k] {
+					t.Errorf("key %s not in the scan", k)
+				}
+			}
+			if len(seen) != len(keys) {
+				t.Errorf("scan gave %d keys, wrote %d", len(seen), len(keys))
+			}
+			t.Logf("%s: RDB %d, %d keys, value types %v", h.Server(), h.Version, len(seen), types)
+		})
 	}
 }
 
 func TestScanRefusesACutOrCorruptFile(t *testing.T) {
-	srv, c := oneNodeCluster(t)
+	srv, c := oneNodeCluster(t, redistest.Config{})
 	ctx := context.Background()
 	fill(t, ctx, c)
 	if err := c.Do(ctx, "save").Err(); err != nil {
@@ -130,6 +158,9 @@ func fill(t *testing.T, ctx context.Context, c *goredis.Client) []string {
 	do("set", add("str"), "hello")
 	do("set", add("int"), "12345")
 	do("set", add("neg"), "-7")
+	do("set", add("int16"), "-30000")
+	do("set", add("int32"), "2000000000")
+	do("set", add("empty"), "")
 	do("set", add("big-int"), "123456789012")
 	do("set", add("long"), strings.Repeat("abcdefgh", 200)) // LZF-compressed
 	do("set", add(strings.Repeat("k", 100)), "long key, compressed too")
@@ -163,13 +194,25 @@ func fill(t *testing.T, ctx context.Context, c *goredis.Client) []string {
 		do("xadd", "stream", "*", "n", i)
 	}
 	do("pexpire", "zset-big", 9000000)
+	do("set", add("big-string"), strings.Repeat("0123456789abcdef", 1<<18)) // 4 MiB
+	// Hashes with field expiries, where the server has them (Redis 7.4+, Valkey 9+): a
+	// small one (Redis keeps it a listpack) and a large one, some fields without expiry.
+	if info, _ := c.Do(ctx, "command", "info", "hpexpire").Slice(); len(info) == 1 && info[0] != nil {
+		do("hset", add("hash-ttl-small"), "a", "1", "b", "2", "c", "3")
+		do("hpexpire", "hash-ttl-small", 3600000, "fields", 2, "a", "b")
+		big("hset", "hash-ttl-big", 2000, func(i int) []any { return []any{fmt.Sprint("f", i), fmt.Sprint("v", i)} })
+		for i := 0; i < 2000; i += 3 {
+			do("hpexpire", "hash-ttl-big", 3600000+i, "fields", 1, fmt.Sprint("f", i))
+		}
+		do("pexpire", "hash-ttl-big", 9000000)
+	}
 	return keys
 }
 
 // oneNodeCluster starts a redis-server that owns every slot, and a client of it.
-func oneNodeCluster(t *testing.T) (*redistest.Server, *goredis.Client) {
+func oneNodeCluster(t *testing.T, cfg redistest.Config) (*redistest.Server, *goredis.Client) {
 	t.Helper()
-	srv := redistest.Start(t, 1, redistest.Config{})[0]
+	srv := redistest.Start(t, 1, cfg)[0]
 	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { c.Close() })
 	if err := c.Do(context.Background(), "cluster", "addslotsrange", 0, 16383).Err(); err != nil {

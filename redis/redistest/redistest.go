@@ -41,6 +41,9 @@ type Config struct {
 	// tests dial them with (ClientConfig).
 	TLSDir    string
 	TLSClient *tls.Config
+	// Binary is the redis-server to run; RedisServer when empty (ServerBinary gives the
+	// other servers the project ships images for).
+	Binary string
 	// Args are more redis-server arguments, after the others (Redis keeps the last value
 	// of a directive), e.g. "--appendonly", "yes" for servers configured as the pods are.
 	Args []string
@@ -132,7 +135,11 @@ func startOne(dir string, cfg Config) (*Server, error) {
 			"--tls-ca-cert-file", filepath.Join(cfg.TLSDir, "ca.crt"), "--tls-cluster", "yes", "--tls-replication", "yes")
 	}
 	args = append(args, cfg.Args...)
-	cmd := exec.Command(RedisServer, args...)
+	bin := RedisServer
+	if cfg.Binary != "" {
+		bin = cfg.Binary
+	}
+	cmd := exec.Command(bin, args...)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("failed to start redis-server: %w", err)
 	}

@@ -244,3 +244,15 @@ func plainVersion(tag string) bool {
 	}
 	return true
 }
+
+// RDBUnreadable says why target cannot RESTORE payloads of RDB version v (a backup's
+// keys keep the version of the server that wrote them), or returns "" when it can or the
+// table cannot tell (a target whose major.minor is not in it). RESTORE checks the payload's
+// version as loading a file does, e.g. "redis 7.0 reads RDB up to 10".
+func RDBUnreadable(target Server, v int) string {
+	reader, ok := rdbRow(target)
+	if !ok || reader.reads(v) {
+		return ""
+	}
+	return fmt.Sprintf("%s %s", reader, reader.readsText())
+}

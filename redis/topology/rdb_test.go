@@ -177,3 +177,25 @@ func TestImageServer(t *testing.T) {
 		}
 	}
 }
+
+func TestRDBUnreadable(t *testing.T) {
+	for _, c := range []struct {
+		target  string
+		version int
+		refused bool
+	}{
+		{"7.0.15", 10, false}, {"7.0.15", 11, true}, {"7.0.15", 12, true},
+		{"8.0.2", 10, false}, {"8.0.2", 12, false}, {"8.0.2", 80, true},
+		{"valkey 8.1.1", 11, false}, {"valkey 8.1.1", 12, true}, {"valkey 8.1.1", 80, true},
+		{"valkey 9.1.2", 10, false}, {"valkey 9.1.2", 11, false}, {"valkey 9.1.2", 12, true}, {"valkey 9.1.2", 80, false},
+		{"9.9.9", 80, false}, // not in the table: let through
+	} {
+		s := Server{Name: ServerRedis, Version: c.target}
+		if name, v, ok := strings.Cut(c.target, " "); ok {
+			s = Server{Name: name, Version: v}
+		}
+		if got := RDBUnreadable(s, c.version); (got != "") != c.refused {
+			t.Errorf("%s, RDB %d: %q, want refused %v", s, c.version, got, c.refused)
+		}
+	}
+}

@@ -27,25 +27,6 @@ import (
 // demo's 64 MB maxmemory and CI's budget hold this many).
 const backupKeys = 100000
 
-// backupStore starts a real S3 server on the devcluster's host address with a bucket
-// "backups", and the Secret s3-creds of ns holding its credentials.
-func backupStore(ctx context.Context, t *testing.T, ns string) (*redistest.S3Server, *backup.S3) {
-	t.Helper()
-	s3srv := redistest.StartS3(t, "198.18.0.1")
-	s3 := &backup.S3{Endpoint: s3srv.Endpoint, AccessKey: s3srv.AccessKey, SecretKey: s3srv.SecretKey}
-	if err := s3.CreateBucket(ctx, "backups"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := stack.ApplyYAML(ctx, ns, fmt.Sprintf(`apiVersion: v1
-kind: Secret
-metadata: {name: s3-creds, namespace: %s}
-stringData: {accessKeyID: %s, secretAccessKey: %s}
-`, ns, s3srv.AccessKey, s3srv.SecretKey)); err != nil {
-		t.Fatal(err)
-	}
-	return s3srv, s3
-}
-
 // TestBackupCutAndRestoreIntoOtherShapes loads keys (strings, some with TTLs, a key of
 // every other type and a 200,000-member sorted set) into the 3-master demo while a
 // writer runs, backs it up with a RedisClusterBackup to a real S3 server (versitygw),
@@ -59,7 +40,7 @@ func TestBackupCutAndRestoreIntoOtherShapes(t *testing.T) {
 	ctx := context.Background()
 	const ns = "backup"
 	formDemo(ctx, t, ns, nil)
-	s3srv, s3 := backupStore(ctx, t, ns)
+	s3srv, s3 := s3Store(ctx, t, ns)
 
 	r := stack.RouterFor(ns, "demo", "")
 	defer r.Close()
@@ -96,42 +77,13 @@ func TestBackupCutAndRestoreIntoOtherShapes(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Second)
-	if _, err := stack.ApplyYAML(ctx, ns, `apiVersion: redis.middleware.hc.cn/v1alpha1
-kind: RedisClusterBackup
-metadata: {name: first, namespace: `+ns+`}
-spec:
-  clusterName: demo
-  s3: {endpoint: "`+s3srv.Endpoint+`", bucket: backups, prefix: e2e, credentialsSecret: {name: s3-creds}}
-`); err != nil {
-		t.Fatal(err)
-	}
-	began = time.Now()
-	var b redisv1alpha1.RedisClusterBackup
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		out, err := stack.Kubectl("get", "recb", "first", "-n", ns, "-o", "json")
-		if err == nil {
-			_ = json.Unmarshal([]byte(out), &b)
-		}
-		if b.Status.Phase == redisv1alpha1.BackupSucceeded || b.Status.Phase == redisv1alpha1.BackupFailed {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("backup not done: %+v", b.Status)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	took := time.Since(began)
-	if b.Status.Phase != redisv1alpha1.BackupSucceeded {
-		t.Fatalf("backup %s: %s", b.Status.Reason, b.Status.Message)
-	}
+	b, took := takeBackup(ctx, t, ns, "first", "demo", s3srv.Endpoint)
 	out, _ := stack.Kubectl("get", "recb", "-n", ns)
 	t.Logf("backup in %v (includes polling):\n%s", took.Round(time.Millisecond), out)
 	t.Logf("status: pause %s, %d keys, %d bytes", b.Status.WritePause, b.Status.Progress.Keys, b.Status.Progress.Bytes)
 	time.Sleep(time.Second) // writes after the cut
 	rep := w.Stop()
 	t.Logf("writer: %v", rep)
-	cutStart, cutEnd := b.Status.CutStartedAt.Time, b.Status.CutEndedAt.Time
 
 	shapes := []struct {
 		name     string
@@ -193,15 +145,7 @@ spec:
 		for k := range ttls {
 			want = append(want, k)
 		}
-		var before, after []string
-		for _, rec := range w.Records() {
-			switch {
-			case !rec.Acked.IsZero() && rec.Acked.Before(cutStart):
-				before = append(before, rec.Key)
-			case rec.Sent.After(cutEnd):
-				after = append(after, rec.Key)
-			}
-		}
+		before, after := splitAtCut(w, b)
 		want = append(want, before...)
 		missing, err := rr.Missing(ctx, want)
 		if err != nil {
@@ -210,13 +154,7 @@ spec:
 		if len(missing) > 0 {
 			t.Fatalf("%s: %d keys missing, e.g. %v", shape.name, len(missing), missing[:min(5, len(missing))])
 		}
-		absent, err := rr.Missing(ctx, after)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(absent) != len(after) {
-			t.Fatalf("%s: %d writes sent after the cut ended are in the backup", shape.name, len(after)-len(absent))
-		}
+		noneAfterCut(ctx, t, rr, shape.name, after)
 		for k := range ttls {
 			ms, err := rr.Do(ctx, k, "pttl", k).Int64()
 			if err != nil || ms <= 0 || ms > 3601000 {
@@ -235,12 +173,7 @@ spec:
 		if err := stack.Integrity(ctx, ns, shape.name, ""); err != nil {
 			t.Fatal(err)
 		}
-		cli := exec.Command("redis-cli", "--cluster", "check", addrs[0])
-		cli.Env = append(cli.Environ(), "REDISCLI_AUTH="+password)
-		check, err := cli.CombinedOutput()
-		if err != nil || !strings.Contains(string(check), "[OK] All 16384 slots covered") {
-			t.Fatalf("%s: redis-cli --cluster check: %v\n%s", shape.name, err, check)
-		}
+		clusterCheck(t, shape.name, addrs[0], password)
 		t.Logf("%s: %d keys acknowledged before the cut present, %d sent after it absent, cluster check OK", shape.name, len(before), len(after))
 	}
 }
@@ -323,6 +256,95 @@ func restoredByOperator(ctx context.Context, t *testing.T, ns, name string, mast
 		name, masters, phases, sawRestoring, st.Keys, st.Bytes, st.Expired, st.Attempts, figures)
 }
 
+// s3Store starts the S3 server pods reach (versitygw on the devcluster's host address), with
+// a bucket "backups", and the Secret s3-creds in ns a RedisClusterBackup names.
+func s3Store(ctx context.Context, t *testing.T, ns string) (*redistest.S3Server, *backup.S3) {
+	t.Helper()
+	s3srv := redistest.StartS3(t, "198.18.0.1")
+	s3 := &backup.S3{Endpoint: s3srv.Endpoint, AccessKey: s3srv.AccessKey, SecretKey: s3srv.SecretKey}
+	if err := s3.CreateBucket(ctx, "backups"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stack.ApplyYAML(ctx, ns, fmt.Sprintf(`apiVersion: v1
+kind: Secret
+metadata: {name: s3-creds, namespace: %s}
+stringData: {accessKeyID: %s, secretAccessKey: %s}
+`, ns, s3srv.AccessKey, s3srv.SecretKey)); err != nil {
+		t.Fatal(err)
+	}
+	return s3srv, s3
+}
+
+// takeBackup applies the RedisClusterBackup name of cluster to the store at endpoint and
+// waits, polling every 200 ms, until it is done: it must have Succeeded. took is from the
+// apply to the poll that saw it Succeeded.
+func takeBackup(ctx context.Context, t *testing.T, ns, name, cluster, endpoint string) (b redisv1alpha1.RedisClusterBackup, took time.Duration) {
+	t.Helper()
+	if _, err := stack.ApplyYAML(ctx, ns, `apiVersion: redis.middleware.hc.cn/v1alpha1
+kind: RedisClusterBackup
+metadata: {name: `+name+`, namespace: `+ns+`}
+spec:
+  clusterName: `+cluster+`
+  s3: {endpoint: "`+endpoint+`", bucket: backups, prefix: e2e, credentialsSecret: {name: s3-creds}}
+`); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	deadline := began.Add(3 * time.Minute)
+	for b.Status.Phase != redisv1alpha1.BackupSucceeded && b.Status.Phase != redisv1alpha1.BackupFailed {
+		if time.Now().After(deadline) {
+			t.Fatalf("backup %s not done: %+v", name, b.Status)
+		}
+		time.Sleep(200 * time.Millisecond)
+		if out, err := stack.Kubectl("get", "recb", name, "-n", ns, "-o", "json"); err == nil {
+			_ = json.Unmarshal([]byte(out), &b)
+		}
+	}
+	took = time.Since(began)
+	if b.Status.Phase != redisv1alpha1.BackupSucceeded {
+		t.Fatalf("backup %s: %s: %s", name, b.Status.Reason, b.Status.Message)
+	}
+	return b, took
+}
+
+// splitAtCut is the writer's keys acknowledged before the backup's cut began (the backup
+// must hold them) and those sent after it ended (it must not).
+func splitAtCut(w *framework.Writer, b redisv1alpha1.RedisClusterBackup) (before, after []string) {
+	cutStart, cutEnd := b.Status.CutStartedAt.Time, b.Status.CutEndedAt.Time
+	for _, rec := range w.Records() {
+		switch {
+		case !rec.Acked.IsZero() && rec.Acked.Before(cutStart):
+			before = append(before, rec.Key)
+		case rec.Sent.After(cutEnd):
+			after = append(after, rec.Key)
+		}
+	}
+	return before, after
+}
+
+// noneAfterCut fails the test when the restored cluster holds any key written after the cut.
+func noneAfterCut(ctx context.Context, t *testing.T, rr *framework.Router, name string, after []string) {
+	t.Helper()
+	absent, err := rr.Missing(ctx, after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(absent) != len(after) {
+		t.Fatalf("%s: %d writes sent after the cut ended are in the backup", name, len(after)-len(absent))
+	}
+}
+
+// clusterCheck runs redis-cli --cluster check against the node at addr.
+func clusterCheck(t *testing.T, name, addr, password string) {
+	t.Helper()
+	cli := exec.Command("redis-cli", "--cluster", "check", addr)
+	cli.Env = append(cli.Environ(), "REDISCLI_AUTH="+password)
+	check, err := cli.CombinedOutput()
+	if err != nil || !strings.Contains(string(check), "[OK] All 16384 slots covered") {
+		t.Fatalf("%s: redis-cli --cluster check: %v\n%s", name, err, check)
+	}
+}
+
 // TestBackupScheduleKeepsTheLastTwo: a RedisClusterBackupSchedule every 10 s with keep 2
 // on the demo (keys loaded, a writer running) against a real S3 server: once three of its
 // backups succeeded, exactly the last two exist, and the bucket holds exactly their objects
@@ -333,7 +355,7 @@ func TestBackupScheduleKeepsTheLastTwo(t *testing.T) {
 	ctx := context.Background()
 	const ns = "backup-schedule"
 	formDemo(ctx, t, ns, nil)
-	s3srv, s3 := backupStore(ctx, t, ns)
+	s3srv, s3 := s3Store(ctx, t, ns)
 	r := stack.RouterFor(ns, "demo", "")
 	defer r.Close()
 	if err := r.Load(ctx, "sk", 10000); err != nil {

@@ -1,0 +1,604 @@
+// Command backup measures the operator's backup and restore on the devcluster beside
+// redis-cli doing the same by hand, in the same run, on the same data:
+//
+//   - backup: a RedisClusterBackup of the demo RedisCluster (3 masters, a replica each)
+//     to a real S3 server (versitygw on the host), timed from `kubectl apply` to phase
+//     Succeeded, beside `redis-cli --rdb` run against every master in parallel (each master
+//     writes its RDB and streams it to a local file: no upload, no consistent cut);
+//   - restore: a RedisCluster of 3 masters created with spec.restoreFrom, timed from
+//     status.restore.startedAt appearing to completedAt appearing (the cluster's formation
+//     before it is not counted), beside `redis-cli --pipe` loading the same keys (SET, with
+//     the same values and expiries, to each key's master, every master in parallel) into
+//     another new cluster of 3 masters.
+//
+// A writer (the e2e suite's) runs through both backups: its longest gap between two
+// acknowledged writes is the pause a client saw; the operator's own figure
+// (status.writePause) is printed beside it.
+//
+// With -local, the same comparison without Kubernetes: 3 redis-server masters on loopback,
+// the operator's code called as a library (redis/backup.Take, each snapshot read through
+// redis/rdb and uploaded to versitygw on 127.0.0.1 as the controller does; Restore from the
+// store into 3 new masters) beside the same redis-cli commands.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
+	"github.com/hc-middleware/redis-cluster-operator/redis/backup"
+	"github.com/hc-middleware/redis-cluster-operator/redis/rdb"
+	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
+	"github.com/hc-middleware/redis-cluster-operator/test/e2e/framework"
+)
+
+type config struct {
+	keys, ttlEvery int
+	rounds         int
+	redisCli       string
+}
+
+func main() {
+	var cfg config
+	flag.IntVar(&cfg.keys, "keys", 1_000_000, "keys loaded (64-byte strings)")
+	flag.IntVar(&cfg.ttlEvery, "ttl-every", 4, "one key in this many has an expiry")
+	flag.IntVar(&cfg.rounds, "rounds", 1, "backups and restores of each method")
+	flag.StringVar(&cfg.redisCli, "redis-cli", "/usr/bin/redis-cli", "redis-cli binary")
+	local := flag.Bool("local", false, "redis-server processes on loopback and the operator's library, no devcluster")
+	flag.BoolVar(&showStats, "commandstats", false, "print each restore target's INFO commandstats of the commands it was sent (the server's own time per call)")
+	cpuProfile := flag.String("cpuprofile", "", "with -local, write a CPU profile of this program (the library runs in it) to this file")
+	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench/backup:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if *local {
+		if err := runLocal(context.Background(), cfg); err != nil {
+			pprof.StopCPUProfile()
+			fmt.Fprintln(os.Stderr, "bench/backup:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	err := framework.WithCRD(context.Background(), func(s *framework.Stack) error {
+		op, err := s.StartOperator("--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		defer op.Stop()
+		fmt.Printf("devcluster: operator pid %d, logs in %s\n", op.PID(), op.Logs)
+		return run(context.Background(), s, cfg)
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench/backup:", err)
+		os.Exit(1)
+	}
+}
+
+// figures of one backup or restore.
+type figures struct {
+	method      string
+	took        time.Duration
+	keys, bytes int64
+	// gap is the writer's longest gap while it ran (backups), pause the operator's own
+	// status.writePause.
+	gap   time.Duration
+	pause string
+}
+
+func (f figures) String() string {
+	s := fmt.Sprintf("%-26s %9v %9d keys %8.1f MB %10.0f keys/s %7.1f MB/s", f.method, f.took.Round(time.Millisecond), f.keys,
+		float64(f.bytes)/1e6, float64(f.keys)/f.took.Seconds(), float64(f.bytes)/1e6/f.took.Seconds())
+	if f.gap > 0 {
+		s += fmt.Sprintf("  writer's longest gap %v", f.gap.Round(time.Millisecond))
+	}
+	if f.pause != "" {
+		s += "  writes paused " + f.pause
+	}
+	return s
+}
+
+func run(ctx context.Context, s *framework.Stack, cfg config) error {
+	ns := fmt.Sprintf("bench-backup-%d", time.Now().Unix())
+	deleteNS, err := s.CreateNamespace(ctx, ns)
+	if err != nil {
+		return err
+	}
+	defer deleteNS()
+	tmp, s3srv, _, stop, err := startStore(ctx, "198.18.0.1")
+	if err != nil {
+		return err
+	}
+	defer stop()
+	if _, err := s.ApplyYAML(ctx, ns, fmt.Sprintf(`apiVersion: v1
+kind: Secret
+metadata: {name: s3-creds, namespace: %s}
+stringData: {accessKeyID: %s, secretAccessKey: %s}
+`, ns, s3srv.AccessKey, s3srv.SecretKey)); err != nil {
+		return err
+	}
+	if err := applyCluster(ctx, s, ns, "demo", 6, 1, ""); err != nil {
+		return err
+	}
+	if err := s.WaitForPhase(ctx, ns, "demo", "Running", 5*time.Minute); err != nil {
+		return err
+	}
+	r := s.RouterFor(ns, "demo", "")
+	defer r.Close()
+	cmds, err := load(ctx, r, cfg)
+	if err != nil {
+		return err
+	}
+	password, err := s.Password(ctx, ns, "demo")
+	if err != nil {
+		return err
+	}
+
+	var backups, restores [][2]figures
+	var last string
+	for round := 0; round < cfg.rounds; round++ {
+		// Backups: who goes first alternates.
+		var op, ref figures
+		name := fmt.Sprintf("b%d", round)
+		for _, first := range []bool{round%2 == 0, round%2 == 1} {
+			if first {
+				if op, err = operatorBackup(ctx, s, r, ns, name, s3srv.Endpoint); err != nil {
+					return err
+				}
+			} else {
+				masters, err := mastersOf(ctx, s.RouterFor(ns, "demo", ""))
+				if err != nil {
+					return err
+				}
+				if ref, err = cliBackup(ctx, r, masters, password, tmp, cfg); err != nil {
+					return err
+				}
+			}
+		}
+		backups = append(backups, [2]figures{op, ref})
+		fmt.Println(op)
+		fmt.Println(ref)
+		last = name
+	}
+	for round := 0; round < cfg.rounds; round++ {
+		var op, ref figures
+		for _, first := range []bool{round%2 == 0, round%2 == 1} {
+			if first {
+				if op, err = operatorRestore(ctx, s, ns, fmt.Sprintf("r%d", round), last); err != nil {
+					return err
+				}
+			} else if ref, err = cliRestore(ctx, s, ns, fmt.Sprintf("p%d", round), cmds, cfg); err != nil {
+				return err
+			}
+		}
+		restores = append(restores, [2]figures{op, ref})
+		fmt.Println(op)
+		fmt.Println(ref)
+	}
+
+	report(cfg, backups, restores)
+	return nil
+}
+
+func report(cfg config, backups, restores [][2]figures) {
+	fmt.Printf("\n=== backup and restore, %d keys of 64 bytes, 3 masters (medians of %d)\n", cfg.keys, cfg.rounds)
+	bo, br := median(backups, 0), median(backups, 1)
+	ro, rr := median(restores, 0), median(restores, 1)
+	fmt.Println(bo)
+	fmt.Println(br)
+	fmt.Printf("backup  keys/s ratio operator/redis-cli: %.2f (time ratio %.2f)\n", rate(bo)/rate(br), bo.took.Seconds()/br.took.Seconds())
+	fmt.Println(ro)
+	fmt.Println(rr)
+	fmt.Printf("restore keys/s ratio operator/redis-cli: %.2f (time ratio %.2f)\n", rate(ro)/rate(rr), ro.took.Seconds()/rr.took.Seconds())
+}
+
+func rate(f figures) float64 { return float64(f.keys) / f.took.Seconds() }
+
+// median is the figures of the median round by time of method i.
+func median(rounds [][2]figures, i int) figures {
+	fs := make([]figures, len(rounds))
+	for j := range rounds {
+		fs[j] = rounds[j][i]
+	}
+	for a := range fs {
+		for b := a + 1; b < len(fs); b++ {
+			if fs[b].took < fs[a].took {
+				fs[a], fs[b] = fs[b], fs[a]
+			}
+		}
+	}
+	return fs[len(fs)/2]
+}
+
+// startStore starts versitygw on host in a temporary directory (the reference's RDB files
+// go there too) with the bucket "backups"; stop ends it and removes the directory.
+func startStore(ctx context.Context, host string) (dir string, srv *redistest.S3Server, store *backup.S3, stop func(), err error) {
+	dir, err = os.MkdirTemp("", "bench-backup")
+	if err != nil {
+		return "", nil, nil, nil, err
+	}
+	srv, err = redistest.StartS3Server(dir, host)
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, nil, nil, err
+	}
+	stop = func() { srv.Stop(); os.RemoveAll(dir) }
+	store = &backup.S3{Endpoint: srv.Endpoint, AccessKey: srv.AccessKey, SecretKey: srv.SecretKey}
+	if err := store.CreateBucket(ctx, "backups"); err != nil {
+		stop()
+		return "", nil, nil, nil, err
+	}
+	return dir, srv, store, stop, nil
+}
+
+// load writes the keys, pipelined, and returns the commands it sent.
+func load(ctx context.Context, r *framework.Router, cfg config) ([][]any, error) {
+	expireBase := time.Now().Add(24 * time.Hour).UnixMilli()
+	var cmds [][]any
+	for i := 0; i < cfg.keys; i++ {
+		k := "b:" + strconv.Itoa(i)
+		if cfg.ttlEvery > 0 && i%cfg.ttlEvery == 0 {
+			cmds = append(cmds, []any{"set", k, framework.Value(k), "pxat", expireBase + int64(i)})
+		} else {
+			cmds = append(cmds, []any{"set", k, framework.Value(k)})
+		}
+	}
+	began := time.Now()
+	res, err := r.Pipeline(ctx, cmds, 1000)
+	if err != nil {
+		return nil, err
+	}
+	for i, c := range res {
+		if c.Err() != nil {
+			return nil, fmt.Errorf("%v: %w", cmds[i][:2], c.Err())
+		}
+	}
+	fmt.Printf("loaded %d keys (one in %d with an expiry) in %v\n", cfg.keys, cfg.ttlEvery, time.Since(began).Round(time.Millisecond))
+	return cmds, nil
+}
+
+// applyCluster applies the demo sample as name with the given pods and replicas per
+// master, maxmemory raised and no resource limits (as bench/scale), restored from backup
+// when set.
+func applyCluster(ctx context.Context, s *framework.Stack, ns, name string, pods, perMaster int, restoreFrom string) error {
+	b, err := os.ReadFile(filepath.Join(s.Root, "config", "samples", "redis_v1alpha1_rediscluster.yaml"))
+	if err != nil {
+		return err
+	}
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(b, &u.Object); err != nil {
+		return err
+	}
+	u.SetNamespace(ns)
+	u.SetName(name)
+	spec := u.Object["spec"].(map[string]any)
+	spec["replicas"], spec["replicasPerMaster"] = int64(pods), int64(perMaster)
+	pod := spec["pod"].([]any)[0].(map[string]any)
+	pod["env"] = []any{map[string]any{"name": "MAXMEMORY", "value": "1gb"}}
+	delete(pod, "resources")
+	if restoreFrom != "" {
+		spec["restoreFrom"] = map[string]any{"backup": restoreFrom}
+	}
+	out, err := yaml.Marshal(u.Object)
+	if err != nil {
+		return err
+	}
+	_, err = s.ApplyYAML(ctx, ns, string(out))
+	return err
+}
+
+// operatorBackup applies a RedisClusterBackup of demo and waits (polling every 50 ms)
+// until it Succeeded.
+func operatorBackup(ctx context.Context, s *framework.Stack, r *framework.Router, ns, name, endpoint string) (figures, error) {
+	f := figures{method: "operator backup"}
+	w, err := r.StartWriter(ctx, "w"+name)
+	if err != nil {
+		return f, err
+	}
+	time.Sleep(500 * time.Millisecond)
+	w.TakeLongestGap()
+	began := time.Now()
+	if _, err := s.ApplyYAML(ctx, ns, `apiVersion: redis.middleware.hc.cn/v1alpha1
+kind: RedisClusterBackup
+metadata: {name: `+name+`, namespace: `+ns+`}
+spec:
+  clusterName: demo
+  s3: {endpoint: "`+endpoint+`", bucket: backups, prefix: bench, credentialsSecret: {name: s3-creds}}
+`); err != nil {
+		w.Stop()
+		return f, err
+	}
+	var b redisv1alpha1.RedisClusterBackup
+	for b.Status.Phase != redisv1alpha1.BackupSucceeded {
+		if b.Status.Phase == redisv1alpha1.BackupFailed || time.Since(began) > 5*time.Minute {
+			w.Stop()
+			return f, fmt.Errorf("backup %s: %s %s: %s", name, b.Status.Phase, b.Status.Reason, b.Status.Message)
+		}
+		time.Sleep(50 * time.Millisecond)
+		if out, err := s.Kubectl("get", "recb", name, "-n", ns, "-o", "json"); err == nil {
+			_ = json.Unmarshal([]byte(out), &b)
+		}
+	}
+	f.took = time.Since(began)
+	f.gap = w.TakeLongestGap()
+	w.Stop()
+	f.keys, f.bytes, f.pause = b.Status.Progress.Keys, b.Status.Progress.Bytes, b.Status.WritePause
+	return f, nil
+}
+
+// cliBackup runs redis-cli --rdb against every master in parallel, to local files, with
+// a writer on r.
+func cliBackup(ctx context.Context, r *framework.Router, masters []string, password, dir string, cfg config) (figures, error) {
+	f := figures{method: "redis-cli --rdb (parallel)"}
+	w, err := r.StartWriter(ctx, fmt.Sprintf("wcli%d", time.Now().UnixNano()))
+	if err != nil {
+		return f, err
+	}
+	time.Sleep(500 * time.Millisecond)
+	w.TakeLongestGap()
+	began := time.Now()
+	errs := make([]error, len(masters))
+	var wg sync.WaitGroup
+	for i, m := range masters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			host, port, _ := strings.Cut(m, ":")
+			cmd := exec.CommandContext(ctx, cfg.redisCli, "-h", host, "-p", port, "--no-auth-warning", "--rdb", filepath.Join(dir, fmt.Sprintf("cli-%d.rdb", i)))
+			cmd.Env = append(os.Environ(), "REDISCLI_AUTH="+password)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				errs[i] = fmt.Errorf("redis-cli --rdb %s: %w: %s", m, err, out)
+			}
+		}()
+	}
+	wg.Wait()
+	f.took = time.Since(began)
+	f.gap = w.TakeLongestGap()
+	w.Stop()
+	for i, err := range errs {
+		if err != nil {
+			return f, err
+		}
+		st, err := os.Stat(filepath.Join(dir, fmt.Sprintf("cli-%d.rdb", i)))
+		if err != nil {
+			return f, err
+		}
+		f.bytes += st.Size()
+	}
+	// The files' keys, counted as the operator counts its own.
+	for i := range masters {
+		fh, err := os.Open(filepath.Join(dir, fmt.Sprintf("cli-%d.rdb", i)))
+		if err != nil {
+			return f, err
+		}
+		n, err := countKeys(fh)
+		fh.Close()
+		if err != nil {
+			return f, err
+		}
+		f.keys += n
+	}
+	return f, nil
+}
+
+// mastersOf lists the "ip:port" of the masters r routes to, and closes r.
+func mastersOf(ctx context.Context, r *framework.Router) ([]string, error) {
+	defer r.Close()
+	if err := r.Refresh(ctx); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []string
+	for slot := 0; slot < 16384; slot++ {
+		if o := r.Owner(slot); !seen[o] {
+			seen[o] = true
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+// operatorRestore creates name (3 masters, no replicas) with spec.restoreFrom and times
+// the restore from startedAt appearing to completedAt appearing, polling every 50 ms.
+func operatorRestore(ctx context.Context, s *framework.Stack, ns, name, from string) (figures, error) {
+	f := figures{method: "operator restore"}
+	if err := applyCluster(ctx, s, ns, name, 3, 0, from); err != nil {
+		return f, err
+	}
+	var began time.Time
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		var rc redisv1alpha1.RedisCluster
+		if out, err := s.Kubectl("get", "rec", name, "-n", ns, "-o", "json"); err == nil {
+			_ = json.Unmarshal([]byte(out), &rc)
+		}
+		st := rc.Status.Restore
+		if st != nil && st.StartedAt != nil && began.IsZero() {
+			began = time.Now()
+		}
+		if st != nil && st.CompletedAt != nil {
+			if began.IsZero() {
+				return f, fmt.Errorf("%s: the restore completed before it was seen started; poll faster", name)
+			}
+			f.took, f.keys, f.bytes = time.Since(began), st.Keys, st.Bytes
+			if st.Attempts != 1 {
+				return f, fmt.Errorf("%s: %d attempts", name, st.Attempts)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			return f, fmt.Errorf("%s: not restored: %+v", name, st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	n, err := dbsize(ctx, s.RouterFor(ns, name, ""))
+	if err != nil {
+		return f, err
+	}
+	if n != f.keys {
+		return f, fmt.Errorf("%s holds %d keys, the restore says %d", name, n, f.keys)
+	}
+	return f, nil
+}
+
+// cliRestore creates name (3 masters, no replicas) and loads the same keys into it with
+// redis-cli --pipe (cliPipe).
+func cliRestore(ctx context.Context, s *framework.Stack, ns, name string, cmds [][]any, cfg config) (figures, error) {
+	if err := applyCluster(ctx, s, ns, name, 3, 0, ""); err != nil {
+		return figures{}, err
+	}
+	if err := s.WaitForPhase(ctx, ns, name, "Running", 5*time.Minute); err != nil {
+		return figures{}, err
+	}
+	password, err := s.Password(ctx, ns, name)
+	if err != nil {
+		return figures{}, err
+	}
+	r := s.RouterFor(ns, name, "")
+	defer r.Close()
+	return cliPipe(ctx, r, password, cmds, cfg)
+}
+
+// cliPipe loads cmds into the cluster r routes to with redis-cli --pipe, one per master in
+// parallel, each master its keys as RESP commands built beforehand, and counts its keys.
+func cliPipe(ctx context.Context, r *framework.Router, password string, cmds [][]any, cfg config) (figures, error) {
+	f := figures{method: "redis-cli --pipe (parallel)"}
+	if err := r.Refresh(ctx); err != nil {
+		return f, err
+	}
+	proto := map[string]*bytes.Buffer{}
+	for _, c := range cmds {
+		o := r.Owner(framework.KeySlot(c[1].(string)))
+		if proto[o] == nil {
+			proto[o] = &bytes.Buffer{}
+		}
+		b := proto[o]
+		fmt.Fprintf(b, "*%d\r\n", len(c))
+		for _, a := range c {
+			v := fmt.Sprint(a)
+			fmt.Fprintf(b, "$%d\r\n%s\r\n", len(v), v)
+		}
+	}
+	began := time.Now()
+	errs := make(chan error, len(proto))
+	for addr, b := range proto {
+		f.bytes += int64(b.Len())
+		go func() {
+			host, port, _ := strings.Cut(addr, ":")
+			cmd := exec.CommandContext(ctx, cfg.redisCli, "-h", host, "-p", port, "--no-auth-warning", "--pipe")
+			cmd.Env = append(os.Environ(), "REDISCLI_AUTH="+password)
+			cmd.Stdin = bytes.NewReader(b.Bytes())
+			out, err := cmd.CombinedOutput()
+			if err == nil && !strings.Contains(string(out), "errors: 0,") {
+				err = fmt.Errorf("errors reported")
+			}
+			if err != nil {
+				err = fmt.Errorf("redis-cli --pipe %s: %w: %s", addr, err, out)
+			}
+			errs <- err
+		}()
+	}
+	for range proto {
+		if err := <-errs; err != nil {
+			return f, err
+		}
+	}
+	f.took = time.Since(began)
+	var addrs []string
+	for addr := range proto {
+		addrs = append(addrs, addr)
+	}
+	commandStats(addrs, password, "set")
+	n, err := dbsize(ctx, r)
+	if err != nil {
+		return f, err
+	}
+	if n != int64(len(cmds)) {
+		return f, fmt.Errorf("%d keys after --pipe, want %d", n, len(cmds))
+	}
+	f.keys = n
+	return f, nil
+}
+
+// dbsize sums DBSIZE over the masters r routes to, and closes r.
+func dbsize(ctx context.Context, r *framework.Router) (int64, error) {
+	defer r.Close()
+	if err := r.Refresh(ctx); err != nil {
+		return 0, err
+	}
+	seen := map[string]bool{}
+	var total int64
+	for slot := 0; slot < 16384; slot++ {
+		// A key of each master's first slot routes DBSIZE to it.
+		if o := r.Owner(slot); !seen[o] {
+			seen[o] = true
+			n, err := r.Do(ctx, slotKey(slot), "dbsize").Int64()
+			if err != nil {
+				return 0, err
+			}
+			total += n
+		}
+	}
+	return total, nil
+}
+
+// slotKey is a key of the given slot.
+func slotKey(slot int) string {
+	for i := 0; ; i++ {
+		if k := "k" + strconv.Itoa(i); framework.KeySlot(k) == slot {
+			return k
+		}
+	}
+}
+
+// countKeys counts the keys of an RDB file.
+func countKeys(r io.Reader) (int64, error) {
+	var n int64
+	_, err := rdb.Scan(r, func(*rdb.Entry) error { n++; return nil })
+	return n, err
+}
+
+var showStats bool
+
+// commandStats prints, with -commandstats, the INFO commandstats lines of the commands
+// named, on every node at addrs.
+func commandStats(addrs []string, password string, commands ...string) {
+	if !showStats {
+		return
+	}
+	for _, a := range addrs {
+		host, port, _ := strings.Cut(a, ":")
+		cmd := exec.Command("redis-cli", "-h", host, "-p", port, "--no-auth-warning", "info", "commandstats")
+		cmd.Env = append(os.Environ(), "REDISCLI_AUTH="+password)
+		out, _ := cmd.Output()
+		for _, l := range strings.Split(string(out), "\n") {
+			for _, c := range commands {
+				if strings.HasPrefix(l, "cmdstat_"+c+":") {
+					fmt.Println("  ", a, strings.TrimSpace(l))
+				}
+			}
+		}
+	}
+}
