@@ -44,6 +44,8 @@ type Config struct {
 	// Args are more redis-server arguments, after the others (Redis keeps the last value
 	// of a directive), e.g. "--appendonly", "yes" for servers configured as the pods are.
 	Args []string
+	// Server is the server binary; RedisServer when empty (ImageServer gives Valkey's).
+	Server string
 }
 
 // Server is one running redis-server.
@@ -132,7 +134,11 @@ func startOne(dir string, cfg Config) (*Server, error) {
 			"--tls-ca-cert-file", filepath.Join(cfg.TLSDir, "ca.crt"), "--tls-cluster", "yes", "--tls-replication", "yes")
 	}
 	args = append(args, cfg.Args...)
-	cmd := exec.Command(RedisServer, args...)
+	bin := RedisServer
+	if cfg.Server != "" {
+		bin = cfg.Server
+	}
+	cmd := exec.Command(bin, args...)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("failed to start redis-server: %w", err)
 	}

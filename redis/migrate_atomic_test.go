@@ -1,0 +1,323 @@
+package redis
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/go-redis/redis/v8"
+
+	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
+)
+
+// valkeyCfg runs Valkey 9.1.2 from the project's image (bin/images/valkey-9.1.tar).
+func valkeyCfg(t *testing.T) redistest.Config {
+	cfg := healCfg
+	cfg.Server = redistest.ImageServer(t, "valkey-9.1", "valkey-server")
+	return cfg
+}
+
+// scaleAtomic is scaleUntilDone that also checks every step that moved slots used the
+// atomic mover, and returns the keys moved and the steps that moved slots.
+func scaleAtomic(t *testing.T, f Factory, members []topology.Member, req ScaleRequest) (int, int) {
+	t.Helper()
+	ctx := ctxFor(t, 90*time.Second)
+	keys, steps := 0, 0
+	for {
+		p, err := Scale(ctx, f, members, req)
+		if err != nil {
+			t.Fatalf("scale (%s): %v", p.Phase, err)
+		}
+		if p.MovedSlots > 0 || p.Phase == PhaseMigrating {
+			if p.Mover != MoverAtomic {
+				t.Fatalf("a step moving slots on Valkey 9 used the %q mover", p.Mover)
+			}
+			steps++
+		}
+		keys += p.MovedKeys
+		if p.Done {
+			return keys, steps
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("not scaled within 90 s; last phase %s", p.Phase)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// On Valkey 9.1.2 a 3-master cluster with 100,000 keys grows to 4 masters and shrinks back
+// with a writer running, the slots moved by the servers (CLUSTER MIGRATESLOTS): every
+// key and every acknowledged write is readable after each, the moved keys are counted,
+// the longest write gap is logged, and no slot is left open or any job running.
+func TestAtomicScaleOutAndInKeepsKeys(t *testing.T) {
+	servers := redistest.Start(t, 8, valkeyCfg(t))
+	members := membersOf(servers)
+	f := newFactory(t, Options{})
+	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members[:6], 3, 1); err != nil {
+		t.Fatal(err)
+	}
+	keys := numberedKeys("asm", 100_000)
+	putKeysTLS(t, f, members[:6], keys, nil)
+
+	w := startTLSWriter(t, members, nil)
+	began := time.Now()
+	moved, steps := scaleAtomic(t, f, members, ScaleRequest{Masters: 4, ReplicasPerMaster: 1, Keep: 8, Budget: 2 * time.Second})
+	out := time.Since(began)
+	began = time.Now()
+	back, _ := scaleAtomic(t, f, members, ScaleRequest{Masters: 3, ReplicasPerMaster: 1, Keep: 6, Budget: 2 * time.Second})
+	in := time.Since(began)
+	written, failed, gap := w.stop()
+	t.Logf("Valkey 9.1 ASM: 3->4 masters %v (%d keys, %d steps), 4->3 %v (%d keys); writer %d acknowledged, %d failed, longest gap %v",
+		out, moved, steps, in, back, len(written), failed, gap)
+	if moved < 20_000 || back < 20_000 {
+		t.Errorf("moved %d keys out and %d in, want about a quarter of 100,000 each", moved, back)
+	}
+	if len(written) == 0 {
+		t.Fatal("the writer wrote nothing")
+	}
+	if lost := lostKeysTLS(t, f, members[:6], append(keys, written...), nil); lost > 0 {
+		t.Fatalf("%d keys lost", lost)
+	}
+	st, err := Observe(ctxFor(t, 5*time.Second), f, members[:6])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.NoOpenSlots() || !st.AllSlotsCovered() || st.Masters() != 3 {
+		t.Fatalf("after scale-in: open slots %v, covered %v, %d masters", !st.NoOpenSlots(), st.AllSlotsCovered(), st.Masters())
+	}
+	assertNoRunningJobs(t, f, members[:6])
+}
+
+func assertNoRunningJobs(t *testing.T, f Factory, members []topology.Member) {
+	t.Helper()
+	for _, m := range members {
+		jobs, err := f.For(m.Addr).(atomicMover).SlotMigrations(ctxFor(t, 5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range jobs {
+			if !j.Finished() {
+				t.Errorf("%s still runs slot migration %s (%s, %s)", m.Addr, j.Name, j.Operation, j.State)
+			}
+		}
+	}
+}
+
+// An operator restarted mid-move finds the servers' jobs running: the next step adopts
+// them instead of starting a second migration of the same slots (which the source would
+// refuse: "I am already migrating slot"), and the resize finishes. An abort (the size set
+// back while a job runs) cancels the job with CLUSTER CANCELSLOTMIGRATIONS: the slots stay
+// with their source, the target keeps none of their keys, nothing is lost.
+func TestAtomicAdoptsRunningJobsAndCancelsUnwanted(t *testing.T) {
+	servers := redistest.Start(t, 4, valkeyCfg(t))
+	members := membersOf(servers)
+	f := newFactory(t, Options{})
+	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members[:3], 3, 0); err != nil {
+		t.Fatal(err)
+	}
+	keys := numberedKeys("adopt", 30_000)
+	putKeysTLS(t, f, members[:3], keys, nil)
+	out := ScaleRequest{Masters: 4, Keep: 4, Budget: 2 * time.Second}
+
+	// Steps until the first one that migrates: it starts jobs; a budget of 1 ns returns
+	// at once and leaves them running (the operator "crashed").
+	ctx := ctxFor(t, 60*time.Second)
+	for {
+		p, err := Scale(ctx, f, members, ScaleRequest{Masters: 4, Keep: 4, Budget: time.Nanosecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Phase == PhaseMigrating {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// A second start of the same slots is what adoption avoids: the source refuses it.
+	job, src, ok := aRunningExport(t, f, members)
+	if !ok {
+		t.Fatal("no export job running after a step that started them")
+	}
+	slot := job.Slots[0].Start
+	err := f.For(src).(atomicMover).MigrateSlotsAtomic(ctx, []AtomicJob{{Slots: []topology.SlotRange{{Start: slot, End: slot}}, Target: job.Target}})
+	if err == nil || !strings.Contains(err.Error(), "already migrating") {
+		t.Fatalf("a second migration of slot %d: %v, want refused as already migrating", slot, err)
+	}
+
+	// Abort: the size set back while the jobs run cancels them.
+	if _, err := Scale(ctx, f, members, ScaleRequest{Masters: 3, Keep: 3, Budget: 2 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	cancelled := 0
+	for _, m := range members[:3] {
+		jobs, err := f.For(m.Addr).(atomicMover).SlotMigrations(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range jobs {
+			if j.State == "cancelled" {
+				cancelled++
+			}
+		}
+	}
+	if cancelled == 0 {
+		t.Fatal("the abort cancelled no job")
+	}
+	if lost := lostKeysTLS(t, f, members, keys, nil); lost > 0 {
+		t.Fatalf("%d keys lost after the abort", lost)
+	}
+
+	// Start again, leave the jobs running, then resume with a normal budget: adopted.
+	for {
+		p, err := Scale(ctx, f, members, ScaleRequest{Masters: 4, Keep: 4, Budget: time.Nanosecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Phase == PhaseMigrating {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, _, ok := aRunningExport(t, f, members); !ok {
+		t.Fatal("no export job running after the second start")
+	}
+	moved, _ := scaleAtomic(t, f, members, out)
+	if moved == 0 {
+		t.Error("the resumed resize counted no key moved")
+	}
+	for _, m := range members[:3] {
+		jobs, err := f.For(m.Addr).(atomicMover).SlotMigrations(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range jobs {
+			if j.State == "failed" {
+				t.Errorf("%s: job %s failed: %s (a second start of adopted slots?)", m.Addr, j.Name, j.Message)
+			}
+		}
+	}
+	if lost := lostKeysTLS(t, f, members, keys, nil); lost > 0 {
+		t.Fatalf("%d keys lost", lost)
+	}
+	assertNoRunningJobs(t, f, members)
+}
+
+// aRunningExport is an export job some member runs, and that member's address.
+func aRunningExport(t *testing.T, f Factory, members []topology.Member) (SlotMigration, string, bool) {
+	t.Helper()
+	for _, m := range members {
+		jobs, err := f.For(m.Addr).(atomicMover).SlotMigrations(ctxFor(t, 5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range jobs {
+			if j.Operation == "EXPORT" && !j.Finished() {
+				return j, m.Addr, true
+			}
+		}
+	}
+	return SlotMigration{}, "", false
+}
+
+// The operator user's rules (one file for every server) cannot name the ASM commands, which
+// Redis and Valkey 8 refuse in a rule: on Valkey 9 the mover grants them to the operator
+// user on a node that answers NOPERM, and goes on; ACL LOG keeps only that first refusal.
+func TestAtomicGrantsItsCommandsToTheOperatorUser(t *testing.T) {
+	const pw = "pw"
+	users := ClusterUsers(PasswordHash(pw))
+	cfg := valkeyCfg(t)
+	cfg.Password = pw
+	cfg.AuthConf = AuthConf(pw, users)
+	servers := redistest.Start(t, 2, cfg)
+	members := membersOf(servers)
+	f := newFactory(t, Options{User: OperatorUser, Password: pw})
+	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members, 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxFor(t, 30*time.Second)
+	st, err := Observe(ctx, f, members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, dst := st.Members[0].Self(), st.Members[1].Self()
+	slot := src.Slots[0].Start
+	m := f.For(members[0].Addr).(atomicMover)
+	if err := m.MigrateSlotsAtomic(ctx, []AtomicJob{{Slots: []topology.SlotRange{{Start: slot, End: slot + 9}}, Target: dst.ID}}); err != nil {
+		t.Fatal(err)
+	}
+	waitOwned(t, f, members, []int{slot, slot + 9}, dst.ID)
+	jobs, err := m.SlotMigrations(ctx)
+	if err != nil || len(jobs) != 1 || jobs[0].State != "success" {
+		t.Fatalf("jobs %+v, %v: want one that succeeded", jobs, err)
+	}
+	admin := goredis.NewClient(&goredis.Options{Addr: members[0].Addr, Password: pw})
+	defer admin.Close()
+	rules, err := admin.Do(ctx, "acl", "getuser", OperatorUser).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range AtomicMigrationCommands {
+		if !strings.Contains(strings.ToLower(strings.ReplaceAll(fmtReply(rules), "\n", " ")), "+"+c) {
+			t.Errorf("the operator user lacks +%s after the grant: %v", c, rules)
+		}
+	}
+}
+
+func fmtReply(v interface{}) string {
+	switch x := v.(type) {
+	case []interface{}:
+		parts := make([]string, len(x))
+		for i, e := range x {
+			parts[i] = fmtReply(e)
+		}
+		return strings.Join(parts, " ")
+	case map[interface{}]interface{}:
+		var parts []string
+		for k, e := range x {
+			parts = append(parts, fmtReply(k), fmtReply(e))
+		}
+		return strings.Join(parts, " ")
+	case string:
+		return x
+	}
+	return ""
+}
+
+// recentFailures bounds retries: failures of the pair in a row, newest first, within the
+// window; a success ends the run, a cancellation is skipped, other pairs do not count.
+func TestRecentFailuresBoundsRetries(t *testing.T) {
+	now := time.Now()
+	p := &atomicPair{from: "a", to: "b", slots: []int{5, 6}}
+	job := func(state, target string, ago time.Duration, lo, hi int) SlotMigration {
+		return SlotMigration{Operation: "EXPORT", Target: target, State: state, Message: state + "-msg", Created: now.Add(-ago),
+			Slots: []topology.SlotRange{{Start: lo, End: hi}}}
+	}
+	cases := []struct {
+		jobs []SlotMigration
+		want int
+	}{
+		{[]SlotMigration{job("failed", "b", 0, 5, 6), job("cancelled", "b", 0, 5, 6), job("failed", "b", time.Second, 0, 10), job("failed", "b", 0, 5, 5)}, 3},
+		{[]SlotMigration{job("failed", "b", 0, 5, 6), job("success", "b", 0, 5, 6), job("failed", "b", 0, 5, 6)}, 1},
+		{[]SlotMigration{job("failed", "c", 0, 5, 6), job("failed", "b", 0, 7, 9)}, 0},
+		{[]SlotMigration{job("failed", "b", 0, 5, 6), job("failed", "b", atomicFailureWindow+time.Minute, 5, 6)}, 1},
+	}
+	for i, c := range cases {
+		if n, msg := recentFailures(c.jobs, p, now); n != c.want || n > 0 && msg != "failed-msg" {
+			t.Errorf("case %d: %d failures (%q), want %d", i, n, msg, c.want)
+		}
+	}
+	if !UsesAtomicMigration([]topology.Server{{Name: "valkey", Version: "9.1.2"}, {Name: "valkey", Version: "9.0.0"}}) {
+		t.Error("an all-Valkey-9 cluster must use ASM")
+	}
+	for _, mixed := range [][]topology.Server{
+		{{Name: "valkey", Version: "9.1.2"}, {Name: "valkey", Version: "8.1.4"}},
+		{{Name: "valkey", Version: "9.1.2"}, {}},
+		{{Name: "redis", Version: "8.0.2"}},
+		nil,
+	} {
+		if UsesAtomicMigration(mixed) {
+			t.Errorf("%v must use the legacy mover", mixed)
+		}
+	}
+}
+
