@@ -320,4 +320,3 @@ func TestRecentFailuresBoundsRetries(t *testing.T) {
 		}
 	}
 }
-
