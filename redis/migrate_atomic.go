@@ -97,7 +97,7 @@ func (a *admin) SlotMigrations(ctx context.Context) ([]SlotMigration, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to read slot migrations of %s: %w", a.addr, err)
 	}
-	return parseSlotMigrations(reply)
+	return ParseSlotMigrations(reply)
 }
 
 // CancelSlotMigrations cancels every export the node runs; none running is not an error.
@@ -146,9 +146,9 @@ func (a *admin) grantingAtomic(ctx context.Context, call func() error) error {
 	return call()
 }
 
-// parseSlotMigrations reads GETSLOTMIGRATIONS' reply: an array of maps (flat arrays of
+// ParseSlotMigrations reads CLUSTER GETSLOTMIGRATIONS' reply: an array of maps (flat arrays of
 // key, value under RESP2).
-func parseSlotMigrations(reply interface{}) ([]SlotMigration, error) {
+func ParseSlotMigrations(reply interface{}) ([]SlotMigration, error) {
 	list, ok := reply.([]interface{})
 	if !ok {
 		return nil, fmt.Errorf("unexpected CLUSTER GETSLOTMIGRATIONS reply %T", reply)
@@ -206,6 +206,8 @@ func (e *AtomicMigrationError) Error() string {
 const (
 	atomicAttempts      = 3
 	atomicFailureWindow = 5 * time.Minute
+	// AtomicRetryAfter is when the controller comes back after an *AtomicMigrationError.
+	AtomicRetryAfter = 30 * time.Second
 	// atomicPoll is how often a step reads the sources' jobs while they run.
 	atomicPoll = 20 * time.Millisecond
 )
