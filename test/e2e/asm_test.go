@@ -67,7 +67,8 @@ func TestAtomicSlotMigration(t *testing.T) {
 	expectShape(ctx, t, f.ns, "demo", 8, 4, 4096)
 	t.Logf("ASM: scale-out 6->8 with the operator killed mid-move %.1fs (gap %v)", time.Since(start).Seconds(), f.w.TakeLongestGap())
 
-	// The target of a running job failed over.
+	// The target of a running job failed over; the new pods' snapshots slowed too.
+	slowSnapshots(ctx, t, f.ns, 100)
 	start = time.Now()
 	if out, err := stack.Kubectl("-n", f.ns, "scale", "rec/demo", "--replicas=6"); err != nil {
 		t.Fatalf("kubectl scale: %v: %s", err, out)
