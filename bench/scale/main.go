@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis"
+	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
 	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 	"github.com/hc-middleware/redis-cluster-operator/test/e2e/framework"
 )
@@ -38,6 +39,8 @@ type config struct {
 	keys, valueSize, pipeline int
 	budget, nodeTimeout       time.Duration
 	redisCli                  string
+	// legacyMover forces the operator's legacy mover (-valkey's operator-legacy).
+	legacyMover bool
 }
 
 func main() {
@@ -52,6 +55,7 @@ func main() {
 	flag.BoolVar(&verbose, "v", false, "print every operator step")
 	only := flag.String("only", "", "run only these methods, comma-separated (redis-cli, operator, redis-cli-pods, operator-pods, devcluster), e.g. to profile one; devcluster also needs -devcluster")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this program (redis.Scale runs in it) to this file")
+	valkey := flag.Bool("valkey", false, "run on Valkey 9.1 (the project's image, bin/images/valkey-9.1.tar): valkey-cli --cluster rebalance vs the operator's atomic slot migration (CLUSTER MIGRATESLOTS) vs its legacy MIGRATE mover, on plain servers")
 	onDevcluster := flag.Bool("devcluster", false, "also scale the demo RedisCluster 6 -> 8 -> 6 pods through the operator on the devcluster")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -64,6 +68,25 @@ func main() {
 			os.Exit(1)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *valkey {
+		dir, err := os.MkdirTemp("", "bench-scale-valkey-")
+		if err == nil {
+			defer os.RemoveAll(dir)
+			serverBinary, err = redistest.ImageBinary(dir, "valkey-9.1", "valkey-server")
+		}
+		if err == nil {
+			cfg.redisCli, err = redistest.ImageBinary(dir, "valkey-9.1", "valkey-cli")
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench/scale:", err)
+			os.Exit(1)
+		}
+		if err := runMethods(cfg, *rounds, valkeyMethods); err != nil {
+			fmt.Fprintln(os.Stderr, "bench/scale:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	names := strings.Split(*only, ",")
 	switch {
@@ -87,6 +110,47 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench/scale:", err)
 		os.Exit(1)
 	}
+}
+
+// valkeyMethods are -valkey's: valkey-cli (9.1.2's still moves keys with MIGRATE), the
+// operator with the servers' own migration, and the operator's legacy mover forced.
+var valkeyMethods = []method{{"valkey-cli", cliOut, cliIn, false}, {"operator-asm", opOut, opIn, false},
+	{"operator-legacy", legacy(opOut), legacy(opIn), false}}
+
+// legacy runs move with the legacy mover forced (ScaleRequest.LegacyMover).
+func legacy(move func(context.Context, *cluster, config) error) func(context.Context, *cluster, config) error {
+	return func(ctx context.Context, c *cluster, cfg config) error {
+		cfg.legacyMover = true
+		return move(ctx, c, cfg)
+	}
+}
+
+// runMethods runs rounds of the methods, alternating their order, and reports.
+func runMethods(cfg config, rounds int, methods []method) error {
+	perSlot := keysPerSlot(cfg.keys)
+	var all []result
+	for r := 1; r <= rounds; r++ {
+		order := methods
+		if r%2 == 0 {
+			order = reversed(methods)
+		}
+		for _, m := range order {
+			res, err := runRound(context.Background(), cfg, m, perSlot, fmt.Sprintf("w%d", r))
+			if err != nil {
+				return fmt.Errorf("round %d %s: %w", r, m.name, err)
+			}
+			for _, x := range res {
+				x.round = r
+				all = append(all, x)
+				x.print()
+				if x.lost > 0 {
+					return fmt.Errorf("round %d %s %s: %d keys lost", r, x.method, x.dir, x.lost)
+				}
+			}
+		}
+	}
+	report(all)
+	return nil
 }
 
 // runAll runs the rounds of every method (and of the devcluster side when d is set), and
@@ -376,7 +440,8 @@ func (c *cluster) request(masters int, cfg config) redis.ScaleRequest {
 	if c.podLike {
 		rpm = 1
 	}
-	return redis.ScaleRequest{Masters: masters, ReplicasPerMaster: rpm, Keep: masters * (1 + rpm), Pipeline: cfg.pipeline, Budget: cfg.budget}
+	return redis.ScaleRequest{Masters: masters, ReplicasPerMaster: rpm, Keep: masters * (1 + rpm), Pipeline: cfg.pipeline, Budget: cfg.budget,
+		LegacyMover: cfg.legacyMover}
 }
 
 // scaleLoop calls redis.Scale until Done, each step with the controller's deadline
@@ -421,7 +486,7 @@ func report(all []result) {
 			return out
 		}
 		fmt.Printf("\nscale-%s, medians         keys/s   moving keys/s   moving s   cores busy   then s (max)   longest gap   redis CPU µs/key\n", dir)
-		for _, m := range []string{"redis-cli", "operator", podCliMethod, podOpMethod, devclusterMethod} {
+		for _, m := range []string{"redis-cli", "operator", podCliMethod, podOpMethod, devclusterMethod, "valkey-cli", "operator-asm", "operator-legacy"} {
 			rs := of(m)
 			if len(rs) == 0 {
 				continue
@@ -434,7 +499,8 @@ func report(all []result) {
 				maxOf(pick(rs, func(r result) float64 { return float64(r.gap.Milliseconds()) })),
 				median(pick(rs, func(r result) float64 { return float64(r.cpu.Microseconds()) / float64(max(r.moved, 1)) })))
 		}
-		for _, p := range [][2]string{{"operator", "redis-cli"}, {podOpMethod, podCliMethod}, {devclusterMethod, podCliMethod}} {
+		for _, p := range [][2]string{{"operator", "redis-cli"}, {podOpMethod, podCliMethod}, {devclusterMethod, podCliMethod},
+			{"operator-asm", "valkey-cli"}, {"operator-legacy", "valkey-cli"}, {"operator-asm", "operator-legacy"}} {
 			rs, refs := of(p[0]), of(p[1])
 			if len(rs) == 0 || len(refs) == 0 {
 				continue

@@ -15,24 +15,35 @@ import (
 
 // ImageServer is the server binary of one of the project's server images (bin/images/NAME.tar,
 // built by `make images`, e.g. "valkey-9.1"), run on the host with the image's own
-// libraries: the image's files are unpacked into the test's temporary directory, and the
-// path returned is a script that execs the image's loader on the binary (so the PID is
-// the server's). A missing image fails the test: the images are built before the tests.
+// libraries (ImageBinary), unpacked into the test's temporary directory. A missing image
+// fails the test: the images are built before the tests.
 func ImageServer(t testing.TB, image, binary string) string {
 	t.Helper()
+	p, err := ImageBinary(t.TempDir(), image, binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// ImageBinary unpacks the image bin/images/IMAGE.tar into dir and returns the path of a
+// script that runs the image's binary with the image's own loader and libraries, by exec
+// (so the PID is the binary's). A dir the image was unpacked into already is used as it is.
+func ImageBinary(dir, image, binary string) (string, error) {
 	tarPath := filepath.Join(repoRoot(), "bin", "images", image+".tar")
-	dir := t.TempDir()
-	if err := unpackImage(tarPath, dir); err != nil {
-		t.Fatalf("failed to unpack %s (make images): %v", tarPath, err)
+	if _, err := os.Stat(filepath.Join(dir, "usr", "bin", binary)); err != nil {
+		if err := unpackImage(tarPath, dir); err != nil {
+			return "", fmt.Errorf("failed to unpack %s (make images): %w", tarPath, err)
+		}
 	}
 	lib := filepath.Join(dir, "usr", "lib", "x86_64-linux-gnu")
 	script := fmt.Sprintf("#!/bin/sh\nexec %q --library-path %q %q \"$@\"\n",
 		filepath.Join(lib, "ld-linux-x86-64.so.2"), lib, filepath.Join(dir, "usr", "bin", binary))
 	p := filepath.Join(dir, binary+".sh")
 	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
+		return "", err
 	}
-	return p
+	return p, nil
 }
 
 // unpackImage extracts the layers of the OCI archive at tarPath (one platform) into dir.
