@@ -266,7 +266,7 @@ func pairsOf(moves []topology.SlotMove) ([]*atomicPair, map[[2]string]*atomicPai
 // want: an abort set the size back, or a crash left jobs of an older plan running. It
 // reports busy while a job the plan does not want has not ended, on either side (a
 // target cleans up the keys of a cancelled import after its source has let go, and a
-// leaving node cannot be reset while it holds them). It returns the jobs it read, by
+// leaving node cannot be reset while it holds them), or a target is still cleaning up. It returns the jobs it read, by
 // node ID.
 func settleAtomic(ctx context.Context, f Factory, st *topology.ClusterState, moves []topology.SlotMove) (map[string][]SlotMigration, bool, error) {
 	_, byPair := pairsOf(moves)
@@ -284,6 +284,11 @@ func settleAtomic(ctx context.Context, f Factory, st *topology.ClusterState, mov
 	for id, js := range jobs {
 		cancel := false
 		for _, j := range js {
+			if j.State == "cleaning-up" {
+				// A target dropping the keys of an import that failed: until it is done it
+				// refuses a new import of those slots, which would fail the next job.
+				busy = true
+			}
 			if j.Finished() || wanted(j, byPair[[2]string{j.Source, j.Target}]) {
 				continue
 			}
