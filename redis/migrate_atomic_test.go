@@ -1,6 +1,8 @@
 package redis
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,21 @@ func valkeyCfg(t *testing.T) redistest.Config {
 	cfg := healCfg
 	cfg.Server = redistest.ImageServer(t, "valkey-9.1", "valkey-server")
 	return cfg
+}
+
+// valkeyCluster starts n Valkey 9.1 servers, forms 3 masters with rpm replicas each from
+// the first ones, and loads n keys named prefix-i.
+func valkeyCluster(t *testing.T, n, rpm int, prefix string, nkeys int) (Factory, []topology.Member, []string) {
+	t.Helper()
+	members := membersOf(redistest.Start(t, n, valkeyCfg(t)))
+	f := newFactory(t, Options{})
+	formed := members[:3*(1+rpm)]
+	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, formed, 3, rpm); err != nil {
+		t.Fatal(err)
+	}
+	keys := numberedKeys(prefix, nkeys)
+	putKeysTLS(t, f, formed, keys, nil)
+	return f, members, keys
 }
 
 // scaleAtomic is scaleUntilDone that also checks every step that moved slots used the
@@ -51,14 +68,7 @@ func scaleAtomic(t *testing.T, f Factory, members []topology.Member, req ScaleRe
 // key and every acknowledged write is readable after each, the moved keys are counted,
 // the longest write gap is logged, and no slot is left open or any job running.
 func TestAtomicScaleOutAndInKeepsKeys(t *testing.T) {
-	servers := redistest.Start(t, 8, valkeyCfg(t))
-	members := membersOf(servers)
-	f := newFactory(t, Options{})
-	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members[:6], 3, 1); err != nil {
-		t.Fatal(err)
-	}
-	keys := numberedKeys("asm", 100_000)
-	putKeysTLS(t, f, members[:6], keys, nil)
+	f, members, keys := valkeyCluster(t, 8, 1, "asm", 100_000)
 
 	w := startTLSWriter(t, members, nil)
 	began := time.Now()
@@ -110,29 +120,13 @@ func assertNoRunningJobs(t *testing.T, f Factory, members []topology.Member) {
 // back while a job runs) cancels the job with CLUSTER CANCELSLOTMIGRATIONS: the slots stay
 // with their source, the target keeps none of their keys, nothing is lost.
 func TestAtomicAdoptsRunningJobsAndCancelsUnwanted(t *testing.T) {
-	servers := redistest.Start(t, 4, valkeyCfg(t))
-	members := membersOf(servers)
-	f := newFactory(t, Options{})
-	if _, err := Bootstrap(ctxFor(t, 30*time.Second), f, members[:3], 3, 0); err != nil {
-		t.Fatal(err)
-	}
-	keys := numberedKeys("adopt", 30_000)
-	putKeysTLS(t, f, members[:3], keys, nil)
+	f, members, keys := valkeyCluster(t, 4, 0, "adopt", 30_000)
 	out := ScaleRequest{Masters: 4, Keep: 4, Budget: 2 * time.Second}
 
 	// Steps until the first one that migrates: it starts jobs; a budget of 1 ns returns
 	// at once and leaves them running (the operator "crashed").
 	ctx := ctxFor(t, 60*time.Second)
-	for {
-		p, err := Scale(ctx, f, members, ScaleRequest{Masters: 4, Keep: 4, Budget: time.Nanosecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p.Phase == PhaseMigrating {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	startJobsAndLeave(ctx, t, f, members)
 	// A second start of the same slots is what adoption avoids: the source refuses it.
 	job, src, ok := aRunningExport(t, f, members)
 	if !ok {
@@ -168,16 +162,7 @@ func TestAtomicAdoptsRunningJobsAndCancelsUnwanted(t *testing.T) {
 	}
 
 	// Start again, leave the jobs running, then resume with a normal budget: adopted.
-	for {
-		p, err := Scale(ctx, f, members, ScaleRequest{Masters: 4, Keep: 4, Budget: time.Nanosecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p.Phase == PhaseMigrating {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	startJobsAndLeave(ctx, t, f, members)
 	if _, _, ok := aRunningExport(t, f, members); !ok {
 		t.Fatal("no export job running after the second start")
 	}
@@ -200,6 +185,23 @@ func TestAtomicAdoptsRunningJobsAndCancelsUnwanted(t *testing.T) {
 		t.Fatalf("%d keys lost", lost)
 	}
 	assertNoRunningJobs(t, f, members)
+}
+
+// startJobsAndLeave takes scale-out steps to 4 masters until one starts jobs, with a
+// budget of 1 ns: the step returns at once and leaves them running, as an operator that
+// crashed would.
+func startJobsAndLeave(ctx context.Context, t *testing.T, f Factory, members []topology.Member) {
+	t.Helper()
+	for {
+		p, err := Scale(ctx, f, members, ScaleRequest{Masters: 4, Keep: 4, Budget: time.Nanosecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Phase == PhaseMigrating {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // aRunningExport is an export job some member runs, and that member's address.
@@ -319,4 +321,63 @@ func TestRecentFailuresBoundsRetries(t *testing.T) {
 			t.Errorf("%v must use the legacy mover", mixed)
 		}
 	}
+}
+
+// A target that refuses every job (its default user, which the source's migration link
+// authenticates as, may not run CLUSTER SYNCSLOTS) fails each one: the steps report the
+// server's message, start the pair again, and after atomicAttempts failures report an
+// *AtomicMigrationError and start no more. Nothing moved, nothing is lost.
+func TestAtomicGivesUpAfterRepeatedFailures(t *testing.T) {
+	f, members, keys := valkeyCluster(t, 4, 0, "fail", 5_000)
+	ctx := ctxFor(t, 60*time.Second)
+	target := goredis.NewClient(&goredis.Options{Addr: members[3].Addr})
+	defer target.Close()
+	if err := target.Do(ctx, "acl", "setuser", "default", "-cluster|syncslots").Err(); err != nil {
+		t.Fatal(err)
+	}
+	req := ScaleRequest{Masters: 4, Keep: 4, Budget: 2 * time.Second}
+	var gaveUp *AtomicMigrationError
+	failures := 0
+	for step := 0; gaveUp == nil; step++ {
+		if step > 100 {
+			t.Fatalf("no AtomicMigrationError after %d steps (%d failures seen)", step, failures)
+		}
+		_, err := Scale(ctx, f, members, req)
+		switch {
+		case errors.As(err, &gaveUp):
+		case err != nil && strings.Contains(err.Error(), "failed"):
+			failures++
+		case err != nil:
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("gave up after %d failed steps: %v", failures, gaveUp)
+	if gaveUp.Failures < atomicAttempts || !strings.Contains(gaveUp.Message, "SYNCSLOTS") && !strings.Contains(gaveUp.Message, "NOPERM") {
+		t.Errorf("gave up with %d failures and message %q, want %d and the server's refusal", gaveUp.Failures, gaveUp.Message, atomicAttempts)
+	}
+	// Another step starts nothing new: the failures are recent.
+	before := jobCount(t, f, members[:3])
+	if _, err := Scale(ctx, f, members, req); !errors.As(err, &gaveUp) {
+		t.Fatalf("the step after giving up: %v, want the AtomicMigrationError again", err)
+	}
+	if after := jobCount(t, f, members[:3]); after != before {
+		t.Errorf("a step after giving up started %d jobs", after-before)
+	}
+	if lost := lostKeysTLS(t, f, members, keys, nil); lost > 0 {
+		t.Fatalf("%d keys lost", lost)
+	}
+}
+
+func jobCount(t *testing.T, f Factory, members []topology.Member) int {
+	t.Helper()
+	n := 0
+	for _, m := range members {
+		jobs, err := f.For(m.Addr).(atomicMover).SlotMigrations(ctxFor(t, 5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(jobs)
+	}
+	return n
 }
