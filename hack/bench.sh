@@ -6,6 +6,9 @@
 #   scale:     redis.Scale vs redis-cli --cluster rebalance moving slots out to a fourth
 #              master and back, 1,000,000 keys (SCALE_KEYS), 3 rounds at least; and the
 #              whole operator scaling the demo RedisCluster 6 -> 8 -> 6 pods on the devcluster
+#   scale-valkey: on Valkey 9.1 (the project's image), the operator's atomic slot migration
+#              (CLUSTER MIGRATESLOTS) vs its legacy MIGRATE mover vs valkey-cli --cluster
+#              rebalance, same data, same run, 1,000,000 keys (SCALE_KEYS), 3 rounds at least
 #   fleet:     one operator, FLEET_CLUSTERS RedisClusters (default 10, what a 2-core machine
 #              holds comfortably), idle cost over FLEET_IDLE (default 5m), change-to-action
 #   ROUNDS=5   rounds of the two Redis benchmarks
@@ -22,5 +25,8 @@ echo "=== operator"
 bench/operator/run.sh -rounds "$rounds"
 echo "=== scale"
 bench/scale/run.sh -rounds "$(( rounds < 3 ? 3 : rounds ))" -keys "${SCALE_KEYS:-1000000}" -devcluster
+echo "=== scale-valkey"
+hack/devcluster/images.sh valkey-9.1
+bench/scale/run.sh -valkey -rounds "$(( rounds < 3 ? 3 : rounds ))" -keys "${SCALE_KEYS:-1000000}"
 echo "=== fleet"
 bench/fleet/run.sh -clusters "${FLEET_CLUSTERS:-10}" -idle "${FLEET_IDLE:-5m}"
