@@ -266,8 +266,8 @@ func pairsOf(moves []topology.SlotMove) ([]*atomicPair, map[[2]string]*atomicPai
 // want: an abort set the size back, or a crash left jobs of an older plan running. It
 // reports busy while a job the plan does not want has not ended, on either side (a
 // target cleans up the keys of a cancelled import after its source has let go, and a
-// leaving node cannot be reset while it holds them), or a target is still cleaning up. It returns the jobs it read, by
-// node ID.
+// leaving node cannot be reset while it holds them), or a target is still cleaning up.
+// It returns the jobs it read, by node ID.
 func settleAtomic(ctx context.Context, f Factory, st *topology.ClusterState, moves []topology.SlotMove) (map[string][]SlotMigration, bool, error) {
 	_, byPair := pairsOf(moves)
 	masters := map[string]string{}
