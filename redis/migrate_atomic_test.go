@@ -381,3 +381,33 @@ func jobCount(t *testing.T, f Factory, members []topology.Member) int {
 	}
 	return n
 }
+
+// AssignReceive on Valkey 9: the new master takes 1000 slots from demo-0 and demo-1 only,
+// moved by the servers; demo-2 keeps all of its slots and no key is lost.
+func TestAtomicAssignReceive(t *testing.T) {
+	f, members, keys := valkeyCluster(t, 4, 0, "assign", 20_000)
+	ctx := ctxFor(t, 10*time.Second)
+	before, err := Observe(ctx, f, members[:3])
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := before.Members[2].Self().Slots.Count()
+	req := ScaleRequest{Masters: 4, Keep: 4, Budget: 2 * time.Second, NewFrom: 3,
+		Assign: []topology.Assignment{{Slots: 1000, From: []string{"demo-0", "demo-1"}}}}
+	if moved, steps := scaleAtomic(t, f, members, req); moved == 0 || steps == 0 {
+		t.Fatalf("moved %d keys in %d atomic steps", moved, steps)
+	}
+	st, err := Observe(ctxFor(t, 10*time.Second), f, members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Members[3].Self().Slots.Count(); got != 1000 {
+		t.Errorf("the new master owns %d slots, want 1000", got)
+	}
+	if got := st.Members[2].Self().Slots.Count(); got != kept {
+		t.Errorf("demo-2 owns %d slots, had %d: it was not named in From", got, kept)
+	}
+	if lost := lostKeysTLS(t, f, members, keys, nil); lost > 0 {
+		t.Fatalf("%d keys lost", lost)
+	}
+}
