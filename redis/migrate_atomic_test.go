@@ -99,17 +99,33 @@ func TestAtomicScaleOutAndInKeepsKeys(t *testing.T) {
 	assertNoRunningJobs(t, f, members[:6])
 }
 
-func assertNoRunningJobs(t *testing.T, f Factory, members []topology.Member) {
+// nodeJob is one job of CLUSTER GETSLOTMIGRATIONS and the node that reported it.
+type nodeJob struct {
+	addr string
+	SlotMigration
+}
+
+// allJobs reads the jobs of every member.
+func allJobs(t *testing.T, f Factory, members []topology.Member) []nodeJob {
 	t.Helper()
+	var out []nodeJob
 	for _, m := range members {
 		jobs, err := f.For(m.Addr).(atomicMover).SlotMigrations(ctxFor(t, 5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, j := range jobs {
-			if !j.Finished() {
-				t.Errorf("%s still runs slot migration %s (%s, %s)", m.Addr, j.Name, j.Operation, j.State)
-			}
+			out = append(out, nodeJob{m.Addr, j})
+		}
+	}
+	return out
+}
+
+func assertNoRunningJobs(t *testing.T, f Factory, members []topology.Member) {
+	t.Helper()
+	for _, j := range allJobs(t, f, members) {
+		if !j.Finished() {
+			t.Errorf("%s still runs slot migration %s (%s, %s)", j.addr, j.Name, j.Operation, j.State)
 		}
 	}
 }
@@ -143,15 +159,9 @@ func TestAtomicAdoptsRunningJobsAndCancelsUnwanted(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancelled := 0
-	for _, m := range members[:3] {
-		jobs, err := f.For(m.Addr).(atomicMover).SlotMigrations(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, j := range jobs {
-			if j.State == "cancelled" {
-				cancelled++
-			}
+	for _, j := range allJobs(t, f, members[:3]) {
+		if j.State == "cancelled" {
+			cancelled++
 		}
 	}
 	if cancelled == 0 {
@@ -170,15 +180,9 @@ func TestAtomicAdoptsRunningJobsAndCancelsUnwanted(t *testing.T) {
 	if moved == 0 {
 		t.Error("the resumed resize counted no key moved")
 	}
-	for _, m := range members[:3] {
-		jobs, err := f.For(m.Addr).(atomicMover).SlotMigrations(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, j := range jobs {
-			if j.State == "failed" {
-				t.Errorf("%s: job %s failed: %s (a second start of adopted slots?)", m.Addr, j.Name, j.Message)
-			}
+	for _, j := range allJobs(t, f, members[:3]) {
+		if j.State == "failed" {
+			t.Errorf("%s: job %s failed: %s (a second start of adopted slots?)", j.addr, j.Name, j.Message)
 		}
 	}
 	if lost := lostKeysTLS(t, f, members, keys, nil); lost > 0 {
@@ -207,15 +211,9 @@ func startJobsAndLeave(ctx context.Context, t *testing.T, f Factory, members []t
 // aRunningExport is an export job some member runs, and that member's address.
 func aRunningExport(t *testing.T, f Factory, members []topology.Member) (SlotMigration, string, bool) {
 	t.Helper()
-	for _, m := range members {
-		jobs, err := f.For(m.Addr).(atomicMover).SlotMigrations(ctxFor(t, 5*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, j := range jobs {
-			if j.Operation == "EXPORT" && !j.Finished() {
-				return j, m.Addr, true
-			}
+	for _, j := range allJobs(t, f, members) {
+		if j.Operation == "EXPORT" && !j.Finished() {
+			return j.SlotMigration, j.addr, true
 		}
 	}
 	return SlotMigration{}, "", false
@@ -357,29 +355,16 @@ func TestAtomicGivesUpAfterRepeatedFailures(t *testing.T) {
 		t.Errorf("gave up with %d failures and message %q, want %d and the server's refusal", gaveUp.Failures, gaveUp.Message, atomicAttempts)
 	}
 	// Another step starts nothing new: the failures are recent.
-	before := jobCount(t, f, members[:3])
+	before := len(allJobs(t, f, members[:3]))
 	if _, err := Scale(ctx, f, members, req); !errors.As(err, &gaveUp) {
 		t.Fatalf("the step after giving up: %v, want the AtomicMigrationError again", err)
 	}
-	if after := jobCount(t, f, members[:3]); after != before {
+	if after := len(allJobs(t, f, members[:3])); after != before {
 		t.Errorf("a step after giving up started %d jobs", after-before)
 	}
 	if lost := lostKeysTLS(t, f, members, keys, nil); lost > 0 {
 		t.Fatalf("%d keys lost", lost)
 	}
-}
-
-func jobCount(t *testing.T, f Factory, members []topology.Member) int {
-	t.Helper()
-	n := 0
-	for _, m := range members {
-		jobs, err := f.For(m.Addr).(atomicMover).SlotMigrations(ctxFor(t, 5*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		n += len(jobs)
-	}
-	return n
 }
 
 // AssignReceive on Valkey 9: the new master takes 1000 slots from demo-0 and demo-1 only,
