@@ -150,7 +150,7 @@ func Scale(ctx context.Context, f Factory, members []topology.Member, req ScaleR
 		}
 		keepLeavingApart(ctx, f, members, req)
 		if atomic {
-			return migrateAtomic(ctx, f, st, plan.Moves, req, jobs)
+			return migrateAtomic(ctx, f, st, plan.Moves, req, jobs, mem)
 		}
 		return migrate(ctx, f, st, plan.Moves, req, mem)
 	}
