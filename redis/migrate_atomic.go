@@ -251,8 +251,9 @@ type atomicPair struct {
 // ends, the source deletes the job's keys at once, with its clients' writes waiting (a
 // quarter of 1,000,000 keys in one job per source stalled a writer for up to 635 ms on the
 // bench); jobs of at most this many keys keep each such stall short. A source snapshots
-// its jobs one at a time, so more jobs cost a fork each, not more concurrency.
-const atomicJobKeys = 16384
+// its jobs one at a time, so more jobs cost a fork each, not more concurrency. A variable
+// for the tests, which cut smaller jobs out of fewer keys.
+var atomicJobKeys = 16384.0
 
 // chunks cuts the pair into pairs of at most atomicJobKeys keys (by load, the source's
 // keys a slot; the whole pair when unknown), in slot order.
