@@ -112,8 +112,11 @@ func (r *Reconciler) reconcileScale(ctx context.Context, s *scope) (ctrl.Result,
 		return r.scaleStepFailed(s, err, current, desired)
 	}
 	s.reason = "Scaling: " + p.Phase
+	if p.Mover == redis.MoverAtomic {
+		s.reason += " (CLUSTER MIGRATESLOTS)"
+	}
 	if p.Remaining > 0 {
-		s.reason = fmt.Sprintf("Scaling: %s, %d slots left", p.Phase, p.Remaining)
+		s.reason = fmt.Sprintf("%s, %d slots left", s.reason, p.Remaining)
 	}
 	if p.Done && current > desired {
 		if err := r.shrinkStatefulSet(ctx, s, desired); err != nil {
@@ -154,6 +157,7 @@ func scaleMembers(s *scope) ([]topology.Member, int, bool) {
 // anything else soon.
 func (r *Reconciler) scaleStepFailed(s *scope, err error, current, desired int) (ctrl.Result, error) {
 	var stuck *redis.StuckKeyError
+	var failed *redis.AtomicMigrationError
 	switch {
 	case errors.Is(err, topology.ErrRefused):
 		reason, msg := scaleRefusal(s.cluster, err, current, desired)
@@ -165,6 +169,11 @@ func (r *Reconciler) scaleStepFailed(s *scope, err error, current, desired int) 
 		// backoff, not at once.
 		r.warnOnce(s, ReasonMigrationStuck, "Scaling: "+stuckReason(s.members, stuck))
 		return ctrl.Result{RequeueAfter: redis.StuckBackoff}, nil
+	case errors.As(err, &failed):
+		// The servers failed the pair's migrations: say so, and come back when the next
+		// try may be started, not at once.
+		r.warnOnce(s, ReasonSlotMigrationFailed, "Scaling: "+atomicFailedReason(s.members, failed))
+		return ctrl.Result{RequeueAfter: redis.AtomicRetryAfter}, nil
 	}
 	r.warnOnce(s, ReasonRedisError, fmt.Sprintf("Scaling: %v", err))
 	return ctrl.Result{RequeueAfter: requeueWaiting}, nil
@@ -256,17 +265,25 @@ func scaleRefusal(rc *redisv1alpha1.RedisCluster, err error, current, desired in
 	return ReasonRedisError, err.Error()
 }
 
+// atomicFailedReason names the pods of a pair whose slot migrations the servers failed.
+func atomicFailedReason(members []topology.Member, e *redis.AtomicMigrationError) string {
+	return fmt.Sprintf("slot migration from %s to %s failed %d times in a row (CLUSTER MIGRATESLOTS); last: %s; next try in %v",
+		podOf(members, e.Source), podOf(members, e.Target), e.Failures, e.Message, redis.AtomicRetryAfter)
+}
+
+// podOf is the pod of the member at addr, or addr.
+func podOf(members []topology.Member, addr string) string {
+	for _, m := range members {
+		if m.Addr == addr {
+			return m.Pod
+		}
+	}
+	return addr
+}
+
 // stuckReason names the key, its slot and the pods, and leaves out the retry time so
 // warnOnce reports each stuck key once.
 func stuckReason(members []topology.Member, e *redis.StuckKeyError) string {
-	pod := func(addr string) string {
-		for _, m := range members {
-			if m.Addr == addr {
-				return m.Pod
-			}
-		}
-		return addr
-	}
 	return fmt.Sprintf("migration stuck: key %q of slot %d cannot move from %s to %s within %v; tried again every %v",
-		e.Key, e.Slot, pod(e.Source), pod(e.Target), e.Timeout, redis.StuckBackoff)
+		e.Key, e.Slot, podOf(members, e.Source), podOf(members, e.Target), e.Timeout, redis.StuckBackoff)
 }

@@ -21,6 +21,10 @@ const (
 	// ReasonMigrationStuck: a key could not be moved within MIGRATE's timeout; the status
 	// names it and its slot.
 	ReasonMigrationStuck = "MigrationStuck"
+	// ReasonSlotMigrationFailed: the servers failed a slot migration of one source and
+	// target (CLUSTER MIGRATESLOTS, Valkey 9) several times in a row; the operator starts
+	// no new one for the pair for a while and says why.
+	ReasonSlotMigrationFailed = "SlotMigrationFailed"
 	// ReasonUpgrade: a step of the rolling upgrade (a failover, a pod restarted on the new template).
 	ReasonUpgrade = "Upgrade"
 	// ReasonHandOver: a master whose pod is being deleted (kubectl delete pod, a drain's

@@ -41,3 +41,17 @@ func TestScaleRefusalNamesTheField(t *testing.T) {
 		}
 	}
 }
+
+// A pair whose migrations the servers failed is worded with its pods, the count, the
+// server's own message and when the operator tries again.
+func TestAtomicFailedReasonNamesThePods(t *testing.T) {
+	members := []topology.Member{{Pod: "demo-0", Addr: "10.0.0.1:6379"}, {Pod: "demo-6", Addr: "10.0.0.7:6379"}}
+	got := atomicFailedReason(members, &redis.AtomicMigrationError{Source: "10.0.0.1:6379", Target: "10.0.0.7:6379", Failures: 3,
+		Message: "Ran out of memory (OOM) during slot import"})
+	for _, want := range []string{"from demo-0 to demo-6", "failed 3 times", "CLUSTER MIGRATESLOTS", "Ran out of memory (OOM) during slot import",
+		"next try in " + redis.AtomicRetryAfter.String()} {
+		if !strings.Contains(got, want) {
+			t.Errorf("%q lacks %q", got, want)
+		}
+	}
+}

@@ -9,6 +9,9 @@
 #   backup:    the operator's RedisClusterBackup vs redis-cli --rdb per master, and its
 #              restore (spec.restoreFrom) vs redis-cli --pipe per master, BACKUP_KEYS keys
 #              (default 1,000,000) on the devcluster, 3 rounds
+#   scale-valkey: on Valkey 9.1 (the project's image), the operator's atomic slot migration
+#              (CLUSTER MIGRATESLOTS) vs its legacy MIGRATE mover vs valkey-cli --cluster
+#              rebalance, same data, same run, 1,000,000 keys (SCALE_KEYS), 3 rounds at least
 #   fleet:     one operator, FLEET_CLUSTERS RedisClusters (default 10, what a 2-core machine
 #              holds comfortably), idle cost over FLEET_IDLE (default 5m), change-to-action
 #   ROUNDS=5   rounds of the two Redis benchmarks
@@ -27,5 +30,8 @@ echo "=== scale"
 bench/scale/run.sh -rounds "$(( rounds < 3 ? 3 : rounds ))" -keys "${SCALE_KEYS:-1000000}" -devcluster
 echo "=== backup"
 bench/backup/run.sh -keys "${BACKUP_KEYS:-1000000}" -rounds 3
+echo "=== scale-valkey"
+hack/devcluster/images.sh valkey-9.1
+bench/scale/run.sh -valkey -rounds "$(( rounds < 3 ? 3 : rounds ))" -keys "${SCALE_KEYS:-1000000}"
 echo "=== fleet"
 bench/fleet/run.sh -clusters "${FLEET_CLUSTERS:-10}" -idle "${FLEET_IDLE:-5m}"

@@ -35,6 +35,9 @@ type ScaleRequest struct {
 	// Stop, when set, is asked before groups of slots start: true ends the step after
 	// the slots in flight, every one of them closed (pause, or a new size asked).
 	Stop func() bool
+	// LegacyMover forces the legacy mover where the servers could move slots themselves
+	// (benches comparing the two).
+	LegacyMover bool
 }
 
 // Scaling phases.
@@ -50,10 +53,21 @@ type ScaleProgress struct {
 	// MovedSlots and MovedKeys count what this step migrated; Remaining is the moves left.
 	MovedSlots, MovedKeys, Remaining int
 	Actions                          []topology.Action
+	// Mover is the slot mover the step used, when it moved slots: MoverAtomic or MoverLegacy.
+	Mover string
 	// Done: slots placed, replicas attached, leaving nodes forgotten and reset; on
 	// scale-in the StatefulSet may shrink now.
 	Done bool
 }
+
+// Slot movers (ScaleProgress.Mover).
+const (
+	// MoverAtomic: the servers move the slots themselves (CLUSTER MIGRATESLOTS,
+	// migrate_atomic.go).
+	MoverAtomic = "atomic"
+	// MoverLegacy: the operator moves keys with MIGRATE between SETSLOT markers (migrate.go).
+	MoverLegacy = "legacy"
+)
 
 // Scale takes one bounded step of a resize, planned from Redis' own state each time, so
 // it resumes after any interruption: an open slot is finished first, then the members
@@ -118,12 +132,26 @@ func Scale(ctx context.Context, f Factory, members []topology.Member, req ScaleR
 	if prog, wait, err := attachFresh(ctx, f, st, plan); wait || err != nil {
 		return prog, err
 	}
+	// With servers that move slots themselves, jobs of another plan (an abort, an operator
+	// restarted) are cancelled and waited for before anything else, and running ones of
+	// this plan are adopted, not started twice.
+	var jobs map[string][]SlotMigration
+	atomic := req.atomic(ctx, f, st)
+	if atomic {
+		var busy bool
+		if jobs, busy, err = settleAtomic(ctx, f, st, plan.Moves); err != nil || busy {
+			return ScaleProgress{Phase: PhaseMigrating, Remaining: len(plan.Moves), Mover: MoverAtomic}, err
+		}
+	}
 	if len(plan.Moves) > 0 {
 		mem, err := checkCapacity(ctx, f, st, plan.Moves)
 		if err != nil {
 			return ScaleProgress{Phase: topology.PhaseRefused}, err
 		}
 		keepLeavingApart(ctx, f, members, req)
+		if atomic {
+			return migrateAtomic(ctx, f, st, plan.Moves, req, jobs, mem)
+		}
 		return migrate(ctx, f, st, plan.Moves, req, mem)
 	}
 	kept := members[:req.Keep]
@@ -476,6 +504,13 @@ func (req ScaleRequest) Shape() topology.ScaleShape {
 		Assign: req.Assign, NewFrom: req.NewFrom}
 }
 
+// atomic: the step moves slots with the servers' own migration (migrateAtomic): every
+// member says it runs a server with it (INFO server, read now, not the CR's version), no
+// cap on keys per second is asked (ASM has none) and the request does not forbid it.
+func (req ScaleRequest) atomic(ctx context.Context, f Factory, st *topology.ClusterState) bool {
+	return !req.LegacyMover && req.MaxKeysPerSecond == 0 && UsesAtomicMigration(membersServers(ctx, f, st))
+}
+
 // stopped reports whether the caller asked the step to end (Stop).
 func (req ScaleRequest) stopped() bool { return req.Stop != nil && req.Stop() }
 
@@ -486,7 +521,7 @@ func (req ScaleRequest) stopped() bool { return req.Stop != nil && req.Stop() }
 // others', so streams fall out of step: while one is between MIGRATEs (its SETSLOT rounds,
 // its listings) another's MIGRATEs keep the source busy.
 func migrate(ctx context.Context, f Factory, st *topology.ClusterState, moves []topology.SlotMove, req ScaleRequest, mem map[string]topology.Memory) (ScaleProgress, error) {
-	prog := ScaleProgress{Phase: PhaseMigrating, Remaining: len(moves)}
+	prog := ScaleProgress{Phase: PhaseMigrating, Remaining: len(moves), Mover: MoverLegacy}
 	addr := topology.AddrsByID(st)
 	opts := req.moveOptions()
 	opts.gates = newNodeGates()

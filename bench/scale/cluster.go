@@ -27,6 +27,10 @@ type cluster struct {
 	dir     string
 }
 
+// serverBinary is the server every round starts: redis-server, or with -valkey the
+// valkey-server of the project's Valkey 9.1 image (redistest.ImageBinary).
+var serverBinary string
+
 // podArgs are the directives of the pods' redis.conf (templates/configmap.cue, its
 // defaults) that change the cost of moving a key: every RESTORE and DEL is appended to
 // the AOF, as on the pods. A replica's full sync starts at once, as on the pods.
@@ -41,7 +45,7 @@ func newCluster(ctx context.Context, nodeTimeout time.Duration, podLike bool) (*
 	if err != nil {
 		return nil, fmt.Errorf("failed to create a data dir: %w", err)
 	}
-	n, formed, replicas, rcfg := 4, 3, 0, redistest.Config{NodeTimeout: nodeTimeout}
+	n, formed, replicas, rcfg := 4, 3, 0, redistest.Config{NodeTimeout: nodeTimeout, Binary: serverBinary}
 	if podLike {
 		n, formed, replicas, rcfg.Args = 8, 6, 1, podArgs
 	}
