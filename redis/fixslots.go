@@ -181,11 +181,8 @@ func (fx *slotFix) countKeys(ctx context.Context) error {
 		if i == fx.owner {
 			continue
 		}
-		m, err := mover(fx.f.For(fx.st.Members[i].Addr))
-		if err != nil {
-			return err
-		}
-		if fx.counts[i], err = m.CountKeysInSlot(ctx, fx.slot); err != nil {
+		var err error
+		if fx.counts[i], err = fx.f.For(fx.st.Members[i].Addr).CountKeysInSlot(ctx, fx.slot); err != nil {
 			return err
 		}
 	}
@@ -250,14 +247,8 @@ func (fx *slotFix) marked(i int) bool {
 // only works on a node for a slot that is open there, so the slot is marked importing
 // from the owner first. A key the owner also has is replaced only when the values match.
 func (fx *slotFix) giveBack(ctx context.Context, h int) error {
-	hm, err := mover(fx.f.For(fx.st.Members[h].Addr))
-	if err != nil {
-		return err
-	}
-	om, err := mover(fx.f.For(fx.st.Members[fx.owner].Addr))
-	if err != nil {
-		return err
-	}
+	hm := fx.f.For(fx.st.Members[h].Addr)
+	om := fx.f.For(fx.st.Members[fx.owner].Addr)
 	owner := fx.st.Members[fx.owner]
 	km := keyMover{s: hm, src: fx.st.Members[h].Addr, dst: owner.Addr, slot: fx.slot, timeout: fx.opts.timeout(),
 		owner: om, stuck: backoffOf(fx.f), asking: true}
@@ -315,10 +306,7 @@ func (fx *slotFix) resume(ctx context.Context, target int) error {
 
 // setNode tells member i that member owner owns the slot; its markers stay as they are.
 func (fx *slotFix) setNode(ctx context.Context, i, owner int) error {
-	m, err := mover(fx.f.For(fx.st.Members[i].Addr))
-	if err != nil {
-		return err
-	}
+	m := fx.f.For(fx.st.Members[i].Addr)
 	if err := m.SetSlot(ctx, fx.slot, "node", fx.st.Members[owner].ID()); err != nil {
 		return err
 	}
@@ -328,10 +316,7 @@ func (fx *slotFix) setNode(ctx context.Context, i, owner int) error {
 
 // stable closes the slot's markers on member i.
 func (fx *slotFix) stable(ctx context.Context, i int, why string) error {
-	m, err := mover(fx.f.For(fx.st.Members[i].Addr))
-	if err != nil {
-		return err
-	}
+	m := fx.f.For(fx.st.Members[i].Addr)
 	if err := m.SetSlot(ctx, fx.slot, "stable", ""); err != nil {
 		return err
 	}

@@ -46,8 +46,8 @@ func openSlotCluster(t *testing.T, masters, replicas int) ([]topology.Member, Fa
 func openByHand(t *testing.T, f Factory, src, dst topology.MemberState, slot, moved int) {
 	t.Helper()
 	ctx := ctxFor(t, 30*time.Second)
-	s, _ := mover(f.For(src.Addr))
-	d, _ := mover(f.For(dst.Addr))
+	s := f.For(src.Addr)
+	d := f.For(dst.Addr)
 	if err := d.SetSlot(ctx, slot, "importing", src.ID()); err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +231,7 @@ func readAll(t *testing.T, f Factory, members []topology.Member, tag string) {
 
 func countOn(t *testing.T, f Factory, addr string, slot int) int64 {
 	t.Helper()
-	m, _ := mover(f.For(addr))
+	m := f.For(addr)
 	n, err := m.CountKeysInSlot(ctxFor(t, 5*time.Second), slot)
 	if err != nil {
 		t.Fatal(err)
@@ -393,9 +393,9 @@ func TestFixStaleMarkerToGoneNode(t *testing.T) {
 	gone := st.Members[3].ID()
 	slot := st.Members[0].Self().Slots[0].Start
 	slot2 := st.Members[2].Self().Slots[0].Start
-	m0, _ := mover(f.For(members[0].Addr))
-	m1, _ := mover(f.For(members[1].Addr))
-	m2, _ := mover(f.For(members[2].Addr))
+	m0 := f.For(members[0].Addr)
+	m1 := f.For(members[1].Addr)
+	m2 := f.For(members[2].Addr)
 	for _, err := range []error{
 		m0.SetSlot(ctx, slot, "migrating", gone),
 		m2.SetSlot(ctx, slot, "importing", gone),

@@ -221,10 +221,7 @@ func rolesAgree(st *topology.ClusterState) bool {
 // every node forgotten); the next step meets it again as an empty master.
 func releaseReplica(ctx context.Context, f Factory, st *topology.ClusterState, act topology.Action) (ScaleProgress, error) {
 	prog := ScaleProgress{Phase: topology.PhaseReleasing, Actions: []topology.Action{act}}
-	m, err := mover(f.For(st.Members[act.Member].Addr))
-	if err != nil {
-		return prog, err
-	}
+	m := f.For(st.Members[act.Member].Addr)
 	return prog, m.ClusterReset(ctx)
 }
 
@@ -342,10 +339,7 @@ func removeLeaving(ctx context.Context, f Factory, st *topology.ClusterState, re
 	}
 	awaitNoRedirects(ctx, f, leaving)
 	for _, addr := range leaving {
-		m, err := mover(f.For(addr))
-		if err != nil {
-			return prog, err
-		}
+		m := f.For(addr)
 		if err := m.ClusterReset(ctx); err != nil {
 			return prog, err
 		}

@@ -189,8 +189,8 @@ func TestScaleResumesOpenSlot(t *testing.T) {
 			}
 		}
 	})
-	s, _ := mover(f.For(members[0].Addr))
-	d, _ := mover(f.For(members[3].Addr))
+	s := f.For(members[0].Addr)
+	d := f.For(members[3].Addr)
 	if err := d.SetSlot(ctx, slot, "importing", src.ID); err != nil {
 		t.Fatal(err)
 	}
