@@ -65,7 +65,7 @@ type Admin interface {
 	// CLUSTER FAILOVER FORCE or TAKEOVER (FailoverForce, FailoverTakeover).
 	FailoverMode(ctx context.Context, mode string) error
 
-	// Moving slots and their keys (migrate.go, bigkey.go, fixslots.go).
+	// Moving slots and their keys (slotcommands.go; used by migrate.go, movekeys.go, bigkey.go, fixslots.go).
 
 	// SetSlot sends CLUSTER SETSLOT slot IMPORTING|MIGRATING|NODE nodeID, or STABLE;
 	// SetSlots the same for many slots in one pipeline.
