@@ -86,6 +86,17 @@ type Admin interface {
 	// MemoryUsages is MEMORY USAGE of each key, sizing MIGRATE batches by bytes.
 	MemoryUsages(ctx context.Context, keys []string, asking bool) ([]int64, error)
 
+	// Moving slots the server's own way, Valkey 9 and later (migrate_atomic.go).
+
+	// MigrateSlotsAtomic starts CLUSTER MIGRATESLOTS on this source, a SLOTSRANGE … NODE
+	// group per job; SlotMigrations reads its jobs (CLUSTER GETSLOTMIGRATIONS);
+	// CancelSlotMigrations cancels its exports (CLUSTER CANCELSLOTMIGRATIONS);
+	// CountKeysInSlots sums CLUSTER COUNTKEYSINSLOT over slots, the keys a job moved.
+	MigrateSlotsAtomic(ctx context.Context, jobs []AtomicJob) error
+	SlotMigrations(ctx context.Context) ([]SlotMigration, error)
+	CancelSlotMigrations(ctx context.Context) error
+	CountKeysInSlots(ctx context.Context, slots []int) (int64, error)
+
 	// Configuration (CONFIG GET / CONFIG SET, never written to redis.conf).
 
 	// ConfigGet and ConfigSet read and set one parameter: live configuration, external

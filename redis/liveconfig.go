@@ -57,12 +57,6 @@ func isRedisError(err error) bool {
 	return ok
 }
 
-// configOf is a: every Admin sets configuration. Kept only for redis/scale.go's caller,
-// until that file is split.
-func configOf(a Admin) (Admin, error) {
-	return a, nil
-}
-
 // ApplyLive sets every setting on every node at addrs, in order. A setting a node refuses
 // (or a node that stops answering) leaves no node half-changed: every setting already
 // made is set back, on every node touched, to what CONFIG GET read before, and the first
@@ -88,21 +82,17 @@ func ApplyLive(ctx context.Context, f Factory, addrs []string, settings []Settin
 
 // applyLiveOn sets the settings on one node and returns how to set each back.
 func applyLiveOn(ctx context.Context, a Admin, settings []Setting) ([]func(), error) {
-	c, err := configOf(a)
-	if err != nil {
-		return nil, err
-	}
 	var undo []func()
 	for _, s := range settings {
-		was, err := c.ConfigGet(ctx, s.Name)
+		was, err := a.ConfigGet(ctx, s.Name)
 		if err != nil {
 			return undo, err
 		}
-		if err := c.ConfigSet(ctx, s.Name, s.Value); err != nil {
+		if err := a.ConfigSet(ctx, s.Name, s.Value); err != nil {
 			return undo, err
 		}
 		name := s.Name
-		undo = append(undo, func() { _ = c.ConfigSet(context.WithoutCancel(ctx), name, was) })
+		undo = append(undo, func() { _ = a.ConfigSet(context.WithoutCancel(ctx), name, was) })
 	}
 	return undo, nil
 }

@@ -42,10 +42,7 @@ func TestLiveDirectivesAreSettable(t *testing.T) {
 	servers := redistest.Start(t, 1, redistest.Config{})
 	f := NewFactory(Options{})
 	defer f.Close()
-	c, err := configOf(f.For(servers[0].Addr))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := f.For(servers[0].Addr)
 	ctx := ctxFor(t, 10*time.Second)
 	if !sort.SliceIsSorted(topology.LiveDirectives, func(i, j int) bool { return topology.LiveDirectives[i].Name < topology.LiveDirectives[j].Name }) {
 		t.Errorf("topology.LiveDirectives are not sorted by name")
@@ -78,7 +75,7 @@ func TestApplyLiveRollsBack(t *testing.T) {
 	defer f.Close()
 	ctx := ctxFor(t, 20*time.Second)
 	get := func(addr, name string) string {
-		c, _ := configOf(f.For(addr))
+		c := f.For(addr)
 		v, err := c.ConfigGet(ctx, name)
 		if err != nil {
 			t.Fatal(err)

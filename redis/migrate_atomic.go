@@ -55,14 +55,6 @@ func (j SlotMigration) Finished() bool {
 	return j.State == "success" || j.State == "failed" || j.State == "cancelled"
 }
 
-// atomicMover is what the atomic mover needs from a node beyond Admin.
-type atomicMover interface {
-	MigrateSlotsAtomic(ctx context.Context, jobs []AtomicJob) error
-	SlotMigrations(ctx context.Context) ([]SlotMigration, error)
-	CancelSlotMigrations(ctx context.Context) error
-	CountKeysInSlots(ctx context.Context, slots []int) (int64, error)
-}
-
 // AtomicJob is one SLOTSRANGE … NODE group of CLUSTER MIGRATESLOTS.
 type AtomicJob struct {
 	Slots  []topology.SlotRange
@@ -324,10 +316,7 @@ func settleAtomic(ctx context.Context, f Factory, st *topology.ClusterState, mov
 		if !cancel {
 			continue
 		}
-		m, ok := f.For(masters[id]).(atomicMover)
-		if !ok {
-			return jobs, busy, errors.New("failed to cancel slot migrations: this Admin cannot")
-		}
+		m := f.For(masters[id])
 		// CANCELSLOTMIGRATIONS cancels every export of the source: the wanted ones are
 		// started again.
 		if err := m.CancelSlotMigrations(ctx); err != nil {
@@ -378,10 +367,7 @@ func migrateAtomic(ctx context.Context, f Factory, st *topology.ClusterState, mo
 	var startErr error
 	var wg sync.WaitGroup
 	for from, js := range starts {
-		m, ok := f.For(addr[from]).(atomicMover)
-		if !ok {
-			return prog, errors.New("failed to start slot migrations: this Admin cannot")
-		}
+		m := f.For(addr[from])
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -426,10 +412,8 @@ func migrateAtomic(ctx context.Context, f Factory, st *topology.ClusterState, mo
 			case j.State == "success":
 				prog.MovedSlots += len(p.slots)
 				prog.Remaining -= len(p.slots)
-				if m, ok := f.For(addr[p.to]).(atomicMover); ok {
-					if n, err := m.CountKeysInSlots(ctx, p.slots); err == nil {
-						prog.MovedKeys += int(n)
-					}
+				if n, err := f.For(addr[p.to]).CountKeysInSlots(ctx, p.slots); err == nil {
+					prog.MovedKeys += int(n)
 				}
 			default:
 				// Failed or cancelled: the slots are still the source's, and the next step
@@ -460,10 +444,7 @@ func readJobs(ctx context.Context, f Factory, nodes map[string]string) (map[stri
 		idx[i] = i
 	}
 	err := parallel(idx, func(i int) error {
-		m, ok := f.For(nodes[ids[i]]).(atomicMover)
-		if !ok {
-			return errors.New("failed to read slot migrations: this Admin cannot")
-		}
+		m := f.For(nodes[ids[i]])
 		js, err := m.SlotMigrations(ctx)
 		out[i] = js
 		return err

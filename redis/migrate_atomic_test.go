@@ -110,7 +110,7 @@ func allJobs(t *testing.T, f Factory, members []topology.Member) []nodeJob {
 	t.Helper()
 	var out []nodeJob
 	for _, m := range members {
-		jobs, err := f.For(m.Addr).(atomicMover).SlotMigrations(ctxFor(t, 5*time.Second))
+		jobs, err := f.For(m.Addr).SlotMigrations(ctxFor(t, 5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,7 +153,7 @@ func TestAtomicAdoptsRunningJobsAndCancelsUnwanted(t *testing.T) {
 		t.Fatal("no export job running after a step that started them")
 	}
 	slot := job.Slots[0].Start
-	err := f.For(src).(atomicMover).MigrateSlotsAtomic(ctx, []AtomicJob{{Slots: []topology.SlotRange{{Start: slot, End: slot}}, Target: job.Target}})
+	err := f.For(src).MigrateSlotsAtomic(ctx, []AtomicJob{{Slots: []topology.SlotRange{{Start: slot, End: slot}}, Target: job.Target}})
 	if err == nil || !strings.Contains(err.Error(), "already migrating") {
 		t.Fatalf("a second migration of slot %d: %v, want refused as already migrating", slot, err)
 	}
@@ -252,7 +252,7 @@ func TestAtomicGrantsItsCommandsToTheOperatorUser(t *testing.T) {
 	}
 	src, dst := st.Members[0].Self(), st.Members[1].Self()
 	slot := src.Slots[0].Start
-	m := f.For(members[0].Addr).(atomicMover)
+	m := f.For(members[0].Addr)
 	if err := m.MigrateSlotsAtomic(ctx, []AtomicJob{{Slots: []topology.SlotRange{{Start: slot, End: slot + 9}}, Target: dst.ID}}); err != nil {
 		t.Fatal(err)
 	}

@@ -380,11 +380,7 @@ func RestoreReplicaMigration(ctx context.Context, f Factory, addrs []string, wan
 	n := 0
 	var errs []error
 	for _, addr := range addrs {
-		c, err := configOf(f.For(addr))
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
+		c := f.For(addr)
 		v, err := c.ConfigGet(ctx, ReplicaMigration)
 		if errors.Is(err, errUnknownParameter) {
 			continue // before Redis 6.2: nothing was turned off
