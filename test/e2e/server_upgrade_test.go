@@ -45,6 +45,7 @@ var (
 // lost; every instance must report the new server; and no replica may ever be sent a full
 // sync by a master whose RDB its server cannot read (the roll restarts the replicas first
 // and fails each master over to an upgraded replica, so full syncs go from old to new).
+// The three clusters roll at the same time.
 func TestServerUpgrades(t *testing.T) {
 	chains := []struct {
 		name  string
@@ -58,6 +59,9 @@ func TestServerUpgrades(t *testing.T) {
 	}
 	for i, c := range chains {
 		t.Run(c.name, func(t *testing.T) {
+			// The chains run at once: a roll mostly waits (each pod's preStop, its
+			// restart, the sync check), so three take about as long as the longest.
+			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 			defer cancel()
 			ns := fmt.Sprintf("server-upgrade-%d", i)
