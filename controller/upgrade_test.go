@@ -286,3 +286,74 @@ func TestPodFailure(t *testing.T) {
 		}
 	}
 }
+
+// The old master of a shard, failed over to a replica on a newer server, is the next pod to
+// restart; if that newer master refused it a partial resync, it asks for a full sync its
+// server cannot load and never catches up. Such a replica (its server cannot read its
+// master's RDB) is not waited for: it is restarted onto the new server, which can. A
+// lagging replica whose server reads its master's still holds the roll.
+func TestUpgradeRestartsAReplicaThatCannotLoadItsMaster(t *testing.T) {
+	g := NewWithT(t)
+	h := newHarness(t)
+	ctx := context.Background()
+	rc, servers := formRunning(t, h, redistest.Config{NodeTimeout: time.Second})
+	cc := clusterClient(t, redistest.Addrs(servers))
+	setRevision(t, rc, "rev-old")
+	labelPods(t, rc, "rev-old")
+	update(t, rc, func(s *redisv1alpha1.RedisClusterSpec) { s.Version = "8.0" })
+	h.reconcileUntil(rc, redisv1alpha1.PhaseUpgrading, 5)
+	h.reconcile(rc)
+	setRevision(t, rc, "rev-new")
+
+	// The first replica by ordinal is the next pod to restart; it lags its master.
+	first, master := -1, -1
+	ids := map[string]int{}
+	masterOf := map[int]string{}
+	for i, s := range servers {
+		c := goredis.NewClient(&goredis.Options{Addr: s.Addr})
+		nodes, err := topology.ParseClusterNodes(c.ClusterNodes(ctx).Val())
+		c.Close()
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, n := range nodes {
+			if n.Myself {
+				ids[n.ID] = i
+				if n.Replica {
+					masterOf[i] = n.MasterID
+				}
+			}
+		}
+	}
+	for i := range servers {
+		if id, ok := masterOf[i]; ok {
+			first, master = i, ids[id]
+			break
+		}
+	}
+	g.Expect(first).NotTo(Equal(-1))
+	paused := goredis.NewClient(&goredis.Options{Addr: servers[first].Addr})
+	defer paused.Close()
+	g.Expect(paused.Do(ctx, "client", "pause", "20000", "write").Err()).To(Succeed())
+	defer paused.Do(ctx, "client", "unpause")
+	for i := 0; i < 300; i++ {
+		g.Expect(cc.Set(ctx, fmt.Sprintf("late-%d", i), i, 0).Err()).To(Succeed())
+	}
+	pod := fmt.Sprintf("%s-%d", rc.Name, first)
+	h.reconcile(rc)
+	g.Expect(get(t, rc).Status.Reason).To(ContainSubstring("Waiting for replica " + pod + " to catch up"))
+	g.Expect(deletedPods(t, rc)).To(BeEmpty(), "a lagging replica that can load its master's sync holds the roll")
+
+	// Its master runs Redis 8.0 (RDB 12) as far as the operator learnt; it runs 7.0 (RDB 10).
+	pods := &corev1.PodList{}
+	g.Expect(apiClient.List(ctx, pods, client.InNamespace(rc.Namespace))).To(Succeed())
+	learnt := map[string]topology.Server{}
+	for i := range pods.Items {
+		srv := topology.Server{Name: topology.ServerRedis, Version: "7.0.15"}
+		if pods.Items[i].Name == fmt.Sprintf("%s-%d", rc.Name, master) {
+			srv.Version = "8.0.2"
+		}
+		learnt[processID(&pods.Items[i])] = srv
+	}
+	h.r.servers.Store(client.ObjectKeyFromObject(rc), learnt)
+	h.reconcile(rc)
+	g.Expect(deletedPods(t, rc)).To(ConsistOf(pod), get(t, rc).Status.Reason)
+}
