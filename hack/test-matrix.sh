@@ -7,7 +7,7 @@
 #
 #   MATRIX_SERVERS  the servers, as REPOSITORY:VERSION (default: the three newer ones)
 #   MATRIX_TESTS    the tests, a `go test -run` pattern (default: the paths' subset;
-#                   'TestFault|TestMigration' runs the whole fault suite)
+#                   'Fault|Migration' runs the whole fault suite)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=$PWD/bin:$PATH
