@@ -55,6 +55,18 @@ func labelPods(t *testing.T, rc *redisv1alpha1.RedisCluster, rev string) {
 	}
 }
 
+// enterUpgrade puts every pod on rev-old and sets spec.version: Upgrading applies the new
+// template, and the "StatefulSet controller" computes rev-new.
+func enterUpgrade(t *testing.T, h *harness, rc *redisv1alpha1.RedisCluster, version string) {
+	t.Helper()
+	setRevision(t, rc, "rev-old")
+	labelPods(t, rc, "rev-old")
+	update(t, rc, func(s *redisv1alpha1.RedisClusterSpec) { s.Version = version })
+	h.reconcileUntil(rc, redisv1alpha1.PhaseUpgrading, 5)
+	h.reconcile(rc)
+	setRevision(t, rc, "rev-new")
+}
+
 // deletedPods lists the pods that were asked to go (graceful deletion leaves them with a
 // deletionTimestamp: envtest has no kubelet to finish it).
 func deletedPods(t *testing.T, rc *redisv1alpha1.RedisCluster) []string {
@@ -116,6 +128,17 @@ func recreatePod(t *testing.T, rc *redisv1alpha1.RedisCluster, name, addr, rev s
 // replicaAndMaster finds a replica among the servers and its master, by CLUSTER NODES.
 func replicaAndMaster(t *testing.T, servers []*redistest.Server) (replica, master int) {
 	t.Helper()
+	for r, m := range mastersOf(t, servers) {
+		return r, m
+	}
+	t.Fatal("no replica among the servers")
+	return 0, 0
+}
+
+// mastersOf maps each replica among the servers to its master (indexes into servers), by
+// CLUSTER NODES.
+func mastersOf(t *testing.T, servers []*redistest.Server) map[int]int {
+	t.Helper()
 	ids := map[string]int{}
 	masterOf := map[int]string{}
 	for i, s := range servers {
@@ -134,11 +157,11 @@ func replicaAndMaster(t *testing.T, servers []*redistest.Server) (replica, maste
 			}
 		}
 	}
+	out := map[int]int{}
 	for r, id := range masterOf {
-		return r, ids[id]
+		out[r] = ids[id]
 	}
-	t.Fatal("no replica among the servers")
-	return 0, 0
+	return out
 }
 
 // clusterClient is a cluster-aware client over addrs; its slot table comes from CLUSTER
@@ -160,14 +183,7 @@ func TestUpgradeWaitsForSyncStopsOnCrashLoopAndRollsBack(t *testing.T) {
 	for i := 0; i < 300; i++ {
 		g.Expect(cc.Set(ctx, fmt.Sprintf("k-%d", i), i, 0).Err()).To(Succeed())
 	}
-	setRevision(t, rc, "rev-old")
-	labelPods(t, rc, "rev-old")
-
-	// The new template: Upgrading applies it, the "StatefulSet controller" computes rev-new.
-	update(t, rc, func(s *redisv1alpha1.RedisClusterSpec) { s.Version = "7.4" })
-	h.reconcileUntil(rc, redisv1alpha1.PhaseUpgrading, 5)
-	h.reconcile(rc)
-	setRevision(t, rc, "rev-new")
+	enterUpgrade(t, h, rc, "7.4")
 
 	// 1. A replica that has not processed its master's latest writes holds the roll back.
 	r, _ := replicaAndMaster(t, servers)
@@ -298,34 +314,14 @@ func TestUpgradeRestartsAReplicaThatCannotLoadItsMaster(t *testing.T) {
 	ctx := context.Background()
 	rc, servers := formRunning(t, h, redistest.Config{NodeTimeout: time.Second})
 	cc := clusterClient(t, redistest.Addrs(servers))
-	setRevision(t, rc, "rev-old")
-	labelPods(t, rc, "rev-old")
-	update(t, rc, func(s *redisv1alpha1.RedisClusterSpec) { s.Version = "8.0" })
-	h.reconcileUntil(rc, redisv1alpha1.PhaseUpgrading, 5)
-	h.reconcile(rc)
-	setRevision(t, rc, "rev-new")
+	enterUpgrade(t, h, rc, "8.0")
 
 	// The first replica by ordinal is the next pod to restart; it lags its master.
 	first, master := -1, -1
-	ids := map[string]int{}
-	masterOf := map[int]string{}
-	for i, s := range servers {
-		c := goredis.NewClient(&goredis.Options{Addr: s.Addr})
-		nodes, err := topology.ParseClusterNodes(c.ClusterNodes(ctx).Val())
-		c.Close()
-		g.Expect(err).NotTo(HaveOccurred())
-		for _, n := range nodes {
-			if n.Myself {
-				ids[n.ID] = i
-				if n.Replica {
-					masterOf[i] = n.MasterID
-				}
-			}
-		}
-	}
+	masters := mastersOf(t, servers)
 	for i := range servers {
-		if id, ok := masterOf[i]; ok {
-			first, master = i, ids[id]
+		if m, ok := masters[i]; ok {
+			first, master = i, m
 			break
 		}
 	}
