@@ -117,6 +117,10 @@ demo-down: ## Stop everything `make demo` started
 test: ## Run every test: unit, envtest and end to end on the local Kubernetes
 	hack/test.sh
 
+.PHONY: test-matrix
+test-matrix: ## Run the e2e tests of each path (bootstrap, heal, scale, upgrade) on each non-default server (MATRIX_SERVERS, MATRIX_TESTS)
+	hack/test-matrix.sh
+
 .PHONY: bench
 bench: ## Run the benchmarks: render, bootstrap and the whole operator beside redis-cli, slot migration beside redis-cli rebalance, backup and restore beside redis-cli --rdb and --pipe
 	hack/bench.sh

@@ -89,7 +89,7 @@ func (r *Reconciler) reconcileUpgrade(ctx context.Context, s *scope) (ctrl.Resul
 	}
 	// A spare copy at every moment: the pod restarted last (or the empty node healing
 	// joined in its place) must hold a full, current copy before another pod goes.
-	if wait := r.replicaBehind(ctx, s); wait != "" {
+	if wait := r.replicaBehind(ctx, s, m); wait != "" {
 		s.reason = wait + " before restarting the next pod"
 		return ctrl.Result{RequeueAfter: requeueFailover}, nil
 	}
@@ -111,12 +111,19 @@ func (r *Reconciler) warnStopped(s *scope, msg string) {
 }
 
 // replicaBehind checks every replica against its master (redis.CheckSync) and says which
-// one is not caught up and why; "" when all are.
-func (r *Reconciler) replicaBehind(ctx context.Context, s *scope) string {
+// one is not caught up and why; "" when all are. One replica is not waited for: next, the
+// pod restarted next, when its server cannot read the RDB its master writes
+// (topology.UnreadableRDB). That is an old master failed over to a replica on a newer
+// server, which refused it a partial resync: the full sync it asks for instead can never
+// load on its server, while its restart onto the new one, which it is waiting for, can.
+func (r *Reconciler) replicaBehind(ctx context.Context, s *scope, next *topology.MemberState) string {
 	f := r.factoryFor(s)
 	for _, p := range s.redis.ReplicasAndMasters() {
 		if p.Master == nil {
 			return fmt.Sprintf("Waiting for the master of replica %s to be a member", p.Replica.Pod)
+		}
+		if p.Replica == next && topology.UnreadableRDB(p.Replica.Server, []topology.Server{p.Master.Server}) != "" {
+			continue
 		}
 		if why := r.syncWait(ctx, f, p.Master, p.Replica); why != "" {
 			return why

@@ -26,13 +26,7 @@ func TestSpecSetBackRecoversAnUpgradeThatTimedOutWhileStopped(t *testing.T) {
 	for i := 0; i < 300; i++ {
 		g.Expect(cc.Set(ctx, fmt.Sprintf("k-%d", i), i, 0).Err()).To(Succeed())
 	}
-	setRevision(t, rc, "rev-old")
-	labelPods(t, rc, "rev-old")
-
-	update(t, rc, func(s *redisv1alpha1.RedisClusterSpec) { s.Version = "7.4" })
-	h.reconcileUntil(rc, redisv1alpha1.PhaseUpgrading, 5)
-	h.reconcile(rc)
-	setRevision(t, rc, "rev-new")
+	enterUpgrade(t, h, rc, "7.4")
 	h.reconcile(rc)
 	gone := deletedPods(t, rc)
 	g.Expect(gone).To(HaveLen(1), get(t, rc).Status.Reason)

@@ -55,6 +55,18 @@ func labelPods(t *testing.T, rc *redisv1alpha1.RedisCluster, rev string) {
 	}
 }
 
+// enterUpgrade puts every pod on rev-old and sets spec.version: Upgrading applies the new
+// template, and the "StatefulSet controller" computes rev-new.
+func enterUpgrade(t *testing.T, h *harness, rc *redisv1alpha1.RedisCluster, version string) {
+	t.Helper()
+	setRevision(t, rc, "rev-old")
+	labelPods(t, rc, "rev-old")
+	update(t, rc, func(s *redisv1alpha1.RedisClusterSpec) { s.Version = version })
+	h.reconcileUntil(rc, redisv1alpha1.PhaseUpgrading, 5)
+	h.reconcile(rc)
+	setRevision(t, rc, "rev-new")
+}
+
 // deletedPods lists the pods that were asked to go (graceful deletion leaves them with a
 // deletionTimestamp: envtest has no kubelet to finish it).
 func deletedPods(t *testing.T, rc *redisv1alpha1.RedisCluster) []string {
@@ -116,6 +128,17 @@ func recreatePod(t *testing.T, rc *redisv1alpha1.RedisCluster, name, addr, rev s
 // replicaAndMaster finds a replica among the servers and its master, by CLUSTER NODES.
 func replicaAndMaster(t *testing.T, servers []*redistest.Server) (replica, master int) {
 	t.Helper()
+	for r, m := range mastersOf(t, servers) {
+		return r, m
+	}
+	t.Fatal("no replica among the servers")
+	return 0, 0
+}
+
+// mastersOf maps each replica among the servers to its master (indexes into servers), by
+// CLUSTER NODES.
+func mastersOf(t *testing.T, servers []*redistest.Server) map[int]int {
+	t.Helper()
 	ids := map[string]int{}
 	masterOf := map[int]string{}
 	for i, s := range servers {
@@ -134,11 +157,11 @@ func replicaAndMaster(t *testing.T, servers []*redistest.Server) (replica, maste
 			}
 		}
 	}
+	out := map[int]int{}
 	for r, id := range masterOf {
-		return r, ids[id]
+		out[r] = ids[id]
 	}
-	t.Fatal("no replica among the servers")
-	return 0, 0
+	return out
 }
 
 // clusterClient is a cluster-aware client over addrs; its slot table comes from CLUSTER
@@ -160,14 +183,7 @@ func TestUpgradeWaitsForSyncStopsOnCrashLoopAndRollsBack(t *testing.T) {
 	for i := 0; i < 300; i++ {
 		g.Expect(cc.Set(ctx, fmt.Sprintf("k-%d", i), i, 0).Err()).To(Succeed())
 	}
-	setRevision(t, rc, "rev-old")
-	labelPods(t, rc, "rev-old")
-
-	// The new template: Upgrading applies it, the "StatefulSet controller" computes rev-new.
-	update(t, rc, func(s *redisv1alpha1.RedisClusterSpec) { s.Version = "7.4" })
-	h.reconcileUntil(rc, redisv1alpha1.PhaseUpgrading, 5)
-	h.reconcile(rc)
-	setRevision(t, rc, "rev-new")
+	enterUpgrade(t, h, rc, "7.4")
 
 	// 1. A replica that has not processed its master's latest writes holds the roll back.
 	r, _ := replicaAndMaster(t, servers)
@@ -285,4 +301,55 @@ func TestPodFailure(t *testing.T) {
 			t.Errorf("%s: podFailure = %q, want %q", name, got, c.want)
 		}
 	}
+}
+
+// The old master of a shard, failed over to a replica on a newer server, is the next pod to
+// restart; if that newer master refused it a partial resync, it asks for a full sync its
+// server cannot load and never catches up. Such a replica (its server cannot read its
+// master's RDB) is not waited for: it is restarted onto the new server, which can. A
+// lagging replica whose server reads its master's still holds the roll.
+func TestUpgradeRestartsAReplicaThatCannotLoadItsMaster(t *testing.T) {
+	g := NewWithT(t)
+	h := newHarness(t)
+	ctx := context.Background()
+	rc, servers := formRunning(t, h, redistest.Config{NodeTimeout: time.Second})
+	cc := clusterClient(t, redistest.Addrs(servers))
+	enterUpgrade(t, h, rc, "8.0")
+
+	// The first replica by ordinal is the next pod to restart; it lags its master.
+	first, master := -1, -1
+	masters := mastersOf(t, servers)
+	for i := range servers {
+		if m, ok := masters[i]; ok {
+			first, master = i, m
+			break
+		}
+	}
+	g.Expect(first).NotTo(Equal(-1))
+	paused := goredis.NewClient(&goredis.Options{Addr: servers[first].Addr})
+	defer paused.Close()
+	g.Expect(paused.Do(ctx, "client", "pause", "20000", "write").Err()).To(Succeed())
+	defer paused.Do(ctx, "client", "unpause")
+	for i := 0; i < 300; i++ {
+		g.Expect(cc.Set(ctx, fmt.Sprintf("late-%d", i), i, 0).Err()).To(Succeed())
+	}
+	pod := fmt.Sprintf("%s-%d", rc.Name, first)
+	h.reconcile(rc)
+	g.Expect(get(t, rc).Status.Reason).To(ContainSubstring("Waiting for replica " + pod + " to catch up"))
+	g.Expect(deletedPods(t, rc)).To(BeEmpty(), "a lagging replica that can load its master's sync holds the roll")
+
+	// Its master runs Redis 8.0 (RDB 12) as far as the operator learnt; it runs 7.0 (RDB 10).
+	pods := &corev1.PodList{}
+	g.Expect(apiClient.List(ctx, pods, client.InNamespace(rc.Namespace))).To(Succeed())
+	learnt := map[string]topology.Server{}
+	for i := range pods.Items {
+		srv := topology.Server{Name: topology.ServerRedis, Version: "7.0.15"}
+		if pods.Items[i].Name == fmt.Sprintf("%s-%d", rc.Name, master) {
+			srv.Version = "8.0.2"
+		}
+		learnt[processID(&pods.Items[i])] = srv
+	}
+	h.r.servers.Store(client.ObjectKeyFromObject(rc), learnt)
+	h.reconcile(rc)
+	g.Expect(deletedPods(t, rc)).To(ConsistOf(pod), get(t, rc).Status.Reason)
 }

@@ -152,7 +152,8 @@ func logPods(t *testing.T, ns string, n int, words ...string) {
 	}
 }
 
-// applyCluster applies a RedisCluster manifest into ns after mutate edits it.
+// applyCluster applies a RedisCluster manifest into ns after mutate edits it; the demo
+// sample runs E2E_SERVER's server when it is set (withMatrixServer), before mutate.
 func applyCluster(ctx context.Context, t *testing.T, file, ns string, mutate func(*unstructured.Unstructured)) *unstructured.Unstructured {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(framework.RepoRoot(), file))
@@ -165,6 +166,11 @@ func applyCluster(ctx context.Context, t *testing.T, file, ns string, mutate fun
 	}
 	if ns != "" {
 		u.SetNamespace(ns)
+	}
+	if file == demoSample {
+		if err := withMatrixServer(u); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if mutate != nil {
 		mutate(u)

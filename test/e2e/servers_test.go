@@ -4,6 +4,8 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +35,26 @@ func withServer(repository, version string) func(*unstructured.Unstructured) {
 		_ = unstructured.SetNestedField(u.Object, repository, "spec", "repository")
 		_ = unstructured.SetNestedField(u.Object, version, "spec", "version")
 	}
+}
+
+// matrixServerEnv names the server the demo sample runs in this run, as
+// REPOSITORY:VERSION (valkey/valkey:9.1): `make test-matrix` runs part of the suite once
+// per server with it. Unset, the sample's own server runs (Redis 7.0). A test that asks for
+// a server itself (TestServers, TestServerUpgrades) sets it over this.
+const matrixServerEnv = "E2E_SERVER"
+
+// withMatrixServer sets spec.repository and spec.version to E2E_SERVER's, if set.
+func withMatrixServer(u *unstructured.Unstructured) error {
+	v := os.Getenv(matrixServerEnv)
+	if v == "" {
+		return nil
+	}
+	i := strings.LastIndex(v, ":")
+	if i <= 0 || i == len(v)-1 || strings.Contains(v[i:], "/") {
+		return fmt.Errorf("%s=%q: want REPOSITORY:VERSION, e.g. valkey/valkey:9.1", matrixServerEnv, v)
+	}
+	withServer(v[:i], v[i+1:])(u)
+	return nil
 }
 
 // TestServers is the matrix smoke test: on each server, the demo cluster (6 pods, 3 masters)
