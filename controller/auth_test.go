@@ -42,6 +42,7 @@ func authAs(addr, user, pw string) error {
 // naming spec.users[0].rules with nothing changed, good ones applied live, a removed user
 // deleted.
 func TestPasswordRotationAndUsers(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	h := newHarness(t)
 	ctx := context.Background()

@@ -18,6 +18,7 @@ import (
 // names the field and the servers, nothing is applied and nothing is written to Redis.
 // Setting the spec back clears it; an image the operator cannot tell rolls as before.
 func TestDowngradeIsRefusedBeforeAnyPodMoves(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	h := newHarness(t)
 	rc := formCluster(t, h) // real redis-servers, 7.0.15: RDB 10

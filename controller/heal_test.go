@@ -19,6 +19,7 @@ import (
 // reconciler in Running re-meets the nodes, without changing the phase, and the cluster
 // is whole again with its keys; the reconcile after that writes nothing to Redis.
 func TestRunningClusterHealsAllPodsBackAtNewAddresses(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ctx := context.Background()
 	cfg := redistest.Config{NodeTimeout: time.Second}

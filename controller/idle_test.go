@@ -17,6 +17,7 @@ import (
 // can be under way; no INFO server: each process was asked once, when first seen), writes nothing to Redis or the API server, and comes back after the
 // health-check interval.
 func TestIdleReconcileCost(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	h := newHarness(t)
 	rc, _ := formRunning(t, h, redistest.Config{})

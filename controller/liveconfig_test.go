@@ -97,6 +97,7 @@ func configuredCondition(t *testing.T, rc *redisv1alpha1.RedisCluster) metav1.Co
 // changes nothing anywhere and says which directive; a node restarted since is given
 // the settings again, and only it; a directive that needs a restart starts Upgrading.
 func TestLiveConfiguration(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	h := newHarness(t)
 	rc, servers := formTuned(t, h, "maxmemory 100mb\nmaxmemory-policy allkeys-lru\n")
@@ -182,6 +183,7 @@ func TestLiveConfiguration(t *testing.T) {
 
 // Degraded is True while the cluster serves with a master whose replica is gone.
 func TestDegradedWhenAShardHasNoReplica(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	h := newHarness(t)
 	rc, servers := formRunning(t, h, redistest.Config{})

@@ -12,6 +12,7 @@ import (
 // A cluster formed on real redis-servers reports what Redis says in its gauges, and
 // forgetting it removes every series it had.
 func TestMetricsOfAFormedCluster(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	rc, _ := formRunning(t, h, redistest.Config{})
 	h.reconcile(rc)

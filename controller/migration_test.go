@@ -232,6 +232,7 @@ func milestoneEvents(events []string) []string {
 // and un-pausing finishes at Running with every key. The progress counts every slot,
 // with one event per tenth of them, and no step moves keys faster than the cap.
 func TestMigrationProgressRateLimitPauseAndResume(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	const limit = 2000
 	m := startMigrationRun(t, func(rc *redisv1alpha1.RedisCluster) { rc.Spec.UpdateStrategy.MaxKeysPerSecond = limit })
@@ -328,6 +329,7 @@ func (m *migrationRun) knowsOnly(n int) {
 // moved go back to the three old masters, the new nodes are forgotten and reset, the
 // StatefulSet shrinks to 6, and the cluster is Running at 6 with every key.
 func TestMigrationAbortScaleOutMovesSlotsBack(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	m := startMigrationRun(t, func(rc *redisv1alpha1.RedisCluster) { rc.Spec.UpdateStrategy.MaxKeysPerSecond = 2000 })
 	m.scaleOutTo8(nil)
@@ -356,6 +358,7 @@ func TestMigrationAbortScaleOutMovesSlotsBack(t *testing.T) {
 // AssignReceive end to end: 6 → 8 with one entry giving the new master 3000 slots from
 // demo-0 and demo-1 only; demo-2 keeps its slots. No cap on keys per second.
 func TestMigrationAssignReceive(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	m := startMigrationRun(t, nil)
 	before := m.slotsOf(2)
@@ -417,6 +420,7 @@ func (m *migrationRun) self(i int) topology.Node {
 // the operator releases a spare replica into an empty master instead. Both end Running at
 // 8 with 4 masters and every key.
 func TestMigrationScaleInSetBackAfterLeavingMasterEmptied(t *testing.T) {
+	t.Parallel()
 	for _, asOldRedis := range []bool{false, true} {
 		t.Run(map[bool]string{false: "stays master", true: "made replica"}[asOldRedis], func(t *testing.T) {
 			scaleInSetBackAfterEmptied(t, asOldRedis)

@@ -94,6 +94,7 @@ func (h *harness) reconcileUntil(rc *redisv1alpha1.RedisCluster, phase redisv1al
 }
 
 func TestReconcileFormsClusterThenIdlesWithoutWrites(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	h := newHarness(t)
 	ctx := context.Background()
@@ -244,6 +245,7 @@ func liveStatefulSet(t *testing.T, rc *redisv1alpha1.RedisCluster) *appsv1.State
 }
 
 func TestPausedFormedClusterWritesNothingButItsStatus(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	h := newHarness(t)
 	rc := formCluster(t, h)
@@ -262,6 +264,7 @@ func TestPausedFormedClusterWritesNothingButItsStatus(t *testing.T) {
 }
 
 func TestFormedClusterUpgradesOnTemplateChange(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	h := newHarness(t)
 	rc := formCluster(t, h)
@@ -304,6 +307,7 @@ func TestFormedClusterUpgradesOnTemplateChange(t *testing.T) {
 }
 
 func TestFormedClusterScalesOutStatefulSetFirst(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	h := newHarness(t)
 	rc := formCluster(t, h)

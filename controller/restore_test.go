@@ -72,6 +72,7 @@ func shardOf(t *testing.T, keys int) []byte {
 // An operator restart after the keys were written but before that was recorded restores
 // again over them (REPLACE), not refused as a cluster holding keys.
 func TestRestoreFromBeforeRunning(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	h := newHarness(t)
 	ctx := context.Background()

@@ -44,6 +44,7 @@ func startPodsFrom(t *testing.T, rc *redisv1alpha1.RedisCluster, first int, serv
 // scale-out with the field named in the status and a Warning event; no slot moves and
 // the cluster keeps serving. The same spec with five entries panicked in PlanScale.
 func TestScaleOutRefusesBadAssignStrategyByField(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	h := newHarness(t)
 	rc := formCluster(t, h)

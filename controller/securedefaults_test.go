@@ -24,6 +24,7 @@ import (
 // the password is in no event and no status. An operator restarted after NAME-auth was
 // deleted by hand refuses to make a new password (the instances have the old one).
 func TestSecureDefaults(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	h := newHarness(t)
 	ctx := context.Background()
@@ -85,6 +86,7 @@ func TestSecureDefaults(t *testing.T) {
 // reason and the PasswordSet condition; spec.passwordSecret added to it is refused naming
 // the field; spec.disablePassword: true says it is on purpose and silences the notice.
 func TestClusterFormedWithoutPasswordKeepsRunningWithoutOne(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	h := newHarness(t)
 	ctx := context.Background()

@@ -14,6 +14,7 @@ import (
 // cluster-node-timeout raised; the next operator process sets it back to what redis.conf
 // says on its first look at the Running cluster, and says so in an event.
 func TestStaleHoldIsReleasedByTheNextOperator(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	h := newHarness(t)
 	rc, servers := formRunning(t, h, redistest.Config{})

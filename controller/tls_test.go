@@ -24,6 +24,7 @@ import (
 // event says so. A deleted Secret is a refusal naming spec.tls.secretName while the
 // cluster keeps serving.
 func TestTLSClusterReloadsRenewedCertificate(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	h := newHarness(t)
 	ctx := context.Background()

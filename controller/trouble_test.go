@@ -170,6 +170,7 @@ func warnings(events []string, reason string) []string {
 // (no scale-in is started, no Redis write is made), every key is still there, and the
 // operator does not apply again once it is put back.
 func TestStatefulSetScaledInByHandIsPutBack(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	h := newHarness(t)
 	rc, servers := formClusterOn(t, h, redistest.Config{}, nil)
@@ -202,6 +203,7 @@ func TestStatefulSetScaledInByHandIsPutBack(t *testing.T) {
 // `kubectl scale sts demo --replicas=8`: the two extra pods run Redis but are never met or
 // given slots, and the StatefulSet goes back to 6.
 func TestStatefulSetScaledOutByHandIsPutBackWithoutJoiningExtraPods(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	h := newHarness(t)
 	ctx := context.Background()
@@ -303,6 +305,7 @@ func TestHandMadeObjectIsNotTakenOver(t *testing.T) {
 // no password), re-renders nothing, and names spec.passwordSecret in a Warning and the
 // status reason. Once the Secret is back, the reason goes.
 func TestDeletedPasswordSecretKeepsTheLastPassword(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	h := newHarness(t)
 	ctx := context.Background()
@@ -346,6 +349,7 @@ func TestDeletedPasswordSecretKeepsTheLastPassword(t *testing.T) {
 // spec.pod[0].configmap naming the operator's own NAME-config is refused, naming the
 // field; the formed cluster keeps running and its ConfigMap is untouched.
 func TestOwnConfigMapAsUserConfigIsRefused(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	h := newHarness(t)
 	ctx := context.Background()

@@ -18,6 +18,7 @@ import (
 // set-back template is applied in Failed, the failing pod (now on an outdated revision) is
 // replaced, and once it is back the cluster recovers to Running with every key.
 func TestSpecSetBackRecoversAnUpgradeThatTimedOutWhileStopped(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	h := newHarness(t)
 	ctx := context.Background()

@@ -175,6 +175,7 @@ func clusterClient(t *testing.T, addrs []string) *goredis.ClusterClient {
 }
 
 func TestUpgradeWaitsForSyncStopsOnCrashLoopAndRollsBack(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	h := newHarness(t)
 	ctx := context.Background()
@@ -349,7 +350,7 @@ func TestUpgradeRestartsAReplicaThatCannotLoadItsMaster(t *testing.T) {
 		}
 		learnt[processID(&pods.Items[i])] = srv
 	}
-	h.r.servers.Store(client.ObjectKeyFromObject(rc), learnt)
+	h.r.memory(rc).servers = learnt
 	h.reconcile(rc)
 	g.Expect(deletedPods(t, rc)).To(ConsistOf(pod), get(t, rc).Status.Reason)
 }

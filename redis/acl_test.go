@@ -76,6 +76,7 @@ func TestAuthConfQuotesAnyPassword(t *testing.T) {
 // password rotation and application users, against servers where the operator knows only
 // its own user (the default user has another password), and ACL LOG records no denial.
 func TestOperatorUserCovers(t *testing.T) {
+	t.Parallel()
 	const clientPW, opPW = "client-pw", "operator-pw"
 	users := []User{
 		{Name: DefaultUser, Hashes: []string{PasswordHash(clientPW)}, Rules: DefaultRules()},
@@ -152,6 +153,7 @@ func TestOperatorUserCovers(t *testing.T) {
 // writing until the switch, one on the new password writes from the switch on and never
 // fails; replication links stay up; a node restarted afterwards from the new file joins.
 func TestPasswordRotationKeepsServing(t *testing.T) {
+	t.Parallel()
 	const oldPW, newPW = "old-pw", "new-pw"
 	servers := redistest.Start(t, 6, aclCfg(oldPW))
 	members := membersOf(servers)

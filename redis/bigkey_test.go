@@ -89,6 +89,7 @@ func watchFlags(addr string, stop <-chan struct{}) func() []string {
 // the test measures that block, and checks that no master was flagged failing for it
 // (failure detection is held while it moves) and that the node timeouts are set back.
 func TestMigrateMovesABigKey(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("loads a 2M-member sorted set")
 	}
@@ -186,6 +187,7 @@ func TestMigrateMovesABigKey(t *testing.T) {
 // A key that does not move even with the timeout its size calls for is still stuck: a
 // target paused for longer than any sized timeout is reported, not waited for.
 func TestMigrateBigKeyStillStuckWhenTargetStalls(t *testing.T) {
+	t.Parallel()
 	f, members, st := formMasters(t, 3)
 	ctx := ctxFor(t, time.Minute)
 	slot := st.Members[0].Self().Slots[0].Start + 5
@@ -252,6 +254,7 @@ func TestReleaseStaleHolds(t *testing.T) {
 // slot answers ASK for it, which sizes it 0, and the big key beside it keeps its size (and
 // so its own timeout and hold).
 func TestMemoryUsagesKeyGoneWhileMigrating(t *testing.T) {
+	t.Parallel()
 	f, members, st := formMasters(t, 2)
 	ctx := ctxFor(t, time.Minute)
 	slot := st.Members[0].Self().Slots[0].Start + 5

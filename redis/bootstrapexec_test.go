@@ -120,6 +120,7 @@ func memberNode(members []topology.Member, pod string) string {
 }
 
 func TestBootstrapFormsClusterAndIsIdempotent(t *testing.T) {
+	t.Parallel()
 	servers := redistest.Start(t, 6, redistest.Config{})
 	members := membersOf(servers)
 	counter := redistest.NewCommandCounter()
@@ -162,6 +163,7 @@ func TestBootstrapFormsClusterAndIsIdempotent(t *testing.T) {
 }
 
 func TestBootstrapWithPassword(t *testing.T) {
+	t.Parallel()
 	servers := redistest.Start(t, 6, redistest.Config{Password: "s3cret"})
 	members := membersOf(servers)
 	if _, err := Bootstrap(ctxFor(t, time.Second), newFactory(t, Options{}), members, 3, 1); err == nil {
@@ -177,6 +179,7 @@ func TestBootstrapWithPassword(t *testing.T) {
 // TestBootstrapResumesAfterCrash stops bootstrap after each kind of step, as an operator
 // killed there would, and shows a fresh run finishes the cluster.
 func TestBootstrapResumesAfterCrash(t *testing.T) {
+	t.Parallel()
 	stops := map[string]func(p topology.Plan) bool{
 		// Crash after half the slot assignments: only some masters hold slots.
 		"half the slots": func(p topology.Plan) bool { return p.Phase == topology.PhaseAssigning },
@@ -223,6 +226,7 @@ func TestBootstrapResumesAfterCrash(t *testing.T) {
 }
 
 func TestBootstrapRefusesNodeWithData(t *testing.T) {
+	t.Parallel()
 	servers := redistest.Start(t, 6, redistest.Config{})
 	members := membersOf(servers)
 	// Put a key on a node that bootstrap would claim: a lone cluster node takes writes only

@@ -84,6 +84,7 @@ func setslotCalls(t *testing.T, addr string) int {
 // with the same outcome: the target's epoch the greatest, every slot and key its own in
 // every node's view.
 func TestMigrateSlotsClaimsAGroupWithOneBroadcast(t *testing.T) {
+	t.Parallel()
 	members, f, _, st, _ := formRecorded(t, 3, time.Minute)
 	start := st.Members[0].Self().Slots[0].Start
 	slots := make([]int, 32)
@@ -130,6 +131,7 @@ func TestMigrateSlotsClaimsAGroupWithOneBroadcast(t *testing.T) {
 // (which a failover of the source would leave with no marker for FixOpenSlots to find).
 // Then the claim is made again, and nothing is lost.
 func TestClaimSlotsCutMidwayLeavesEverySlotImporting(t *testing.T) {
+	t.Parallel()
 	members, f, slots, keys, _, dst := openGroup(t, 8)
 
 	p := cutAfterThird(t, dst.Addr, "stable")
@@ -164,6 +166,7 @@ func TestClaimSlotsCutMidwayLeavesEverySlotImporting(t *testing.T) {
 // gets SETSLOT NODE a slot, as before, and none of the transaction's commands runs
 // outside it: the target runs exactly one SETSLOT a slot.
 func TestClaimSlotsWithoutTransactionRightsClaimsSlotBySlot(t *testing.T) {
+	t.Parallel()
 	members, f, slots, keys, src, dst := openGroup(t, 8)
 
 	admin := goredis.NewClient(&goredis.Options{Addr: dst.Addr})
@@ -311,6 +314,7 @@ func ownerIn(m *topology.MemberState, slot int) string {
 // lose IMPORTING to STABLE, so no SETSLOT NODE bumps, and the source's epoch is above
 // the target's before the claim.
 func TestClaimSlotsBumpsTheEpochWhateverItsSlots(t *testing.T) {
+	t.Parallel()
 	members, f, _, st, _ := formRecorded(t, 3, time.Minute)
 	src, dst := st.Members[0], st.Members[1]
 	ctx := ctxFor(t, 30*time.Second)
@@ -352,6 +356,7 @@ func TestClaimSlotsBumpsTheEpochWhateverItsSlots(t *testing.T) {
 // transaction, where STABLE would clear a slot's IMPORTING before its NODE failed or gave
 // the slot away: SETSLOT NODE a slot, as before, and every slot is still imported.
 func TestClaimSlotsForAnotherNodeIDKeepsImporting(t *testing.T) {
+	t.Parallel()
 	members, f, slots, keys, src, dst := openGroup(t, 4)
 
 	_ = f.For(dst.Addr).ClaimSlots(ctxFor(t, 10*time.Second), slots, src.ID)

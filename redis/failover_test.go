@@ -150,6 +150,7 @@ func expectUntouched(t *testing.T, acts []topology.Action, replica string) {
 // The reproduction of the lost third: a master's pod comes back empty at once. Healing must
 // wait for Redis to promote the replica, then join the empty node as its replica.
 func TestHealKeepsEveryKeyWhenAMasterComesBackEmpty(t *testing.T) {
+	t.Parallel()
 	servers, members, f := formLoaded(t)
 	replica := replaceWithEmpty(t, f, servers, members, 1)
 	acts := healWithWatch(t, f, members, HealOptions{Watch: NewFailWatch(), PromoteAfter: time.Minute}, 60*time.Second)
@@ -164,6 +165,7 @@ func TestHealKeepsEveryKeyWhenAMasterComesBackEmpty(t *testing.T) {
 // Redis will not fail over (the replicas are set cluster-replica-no-failover): the operator
 // promotes the replica itself once the bound passes, and loses nothing.
 func TestHealPromotesAReplicaRedisWillNotFailOver(t *testing.T) {
+	t.Parallel()
 	servers, members, f := formLoaded(t)
 	ctx := ctxFor(t, 10*time.Second)
 	for _, s := range servers[3:] {
@@ -187,6 +189,7 @@ func TestHealPromotesAReplicaRedisWillNotFailOver(t *testing.T) {
 // A formed cluster with a reshard someone else left half-done (Running, not Scaling): healing
 // finishes the slot first, then reports the cluster formed, with every key in place.
 func TestHealFinishesAForeignOpenSlot(t *testing.T) {
+	t.Parallel()
 	members, f, _, slot, tag := openSlotCluster(t, 3, 1)
 	st, _ := Observe(ctxFor(t, 5*time.Second), f, members)
 	src, dst := -1, -1

@@ -242,6 +242,7 @@ func countOn(t *testing.T, f Factory, addr string, slot int) int64 {
 // A reshard someone else started and abandoned (IMPORTING and MIGRATING set by hand,
 // 4000 of 10000 keys moved) is finished: every key on the target, no marker left.
 func TestFixForeignHalfDoneReshard(t *testing.T) {
+	t.Parallel()
 	members, f, _, slot, tag := openSlotCluster(t, 3, 0)
 	st, _ := Observe(ctxFor(t, 5*time.Second), f, members)
 	openByHand(t, f, st.Members[0], st.Members[1], slot, 4000)
@@ -321,12 +322,14 @@ func indexOf(st *topology.ClusterState, id string) int {
 // with CLUSTER FAILOVER: A turns replica and drops its MIGRATING, B still imports from
 // A. The fix resumes the move from the promoted replica; then Scale settles the layout.
 func TestFixAfterSourceFailover(t *testing.T) {
+	t.Parallel()
 	testFixAfterFailover(t, true)
 }
 
 // The same with B's replica taking over: A still migrates to B, now a replica, and the
 // promoted replica holds the 4000 moved keys without any marker.
 func TestFixAfterTargetFailover(t *testing.T) {
+	t.Parallel()
 	testFixAfterFailover(t, false)
 }
 
@@ -371,6 +374,7 @@ func testFixAfterFailover(t *testing.T, source bool) {
 // Markers that name a node that is gone (stopped, flagged fail) are closed with STABLE:
 // nothing was moved, so nothing moves, and the slot stays with its owner.
 func TestFixStaleMarkerToGoneNode(t *testing.T) {
+	t.Parallel()
 	servers := redistest.Start(t, 4, healCfg)
 	members := membersOf(servers)
 	f := newFactory(t, Options{})
@@ -428,6 +432,7 @@ func TestFixStaleMarkerToGoneNode(t *testing.T) {
 // StuckKeyError. The next call within the backoff sends no MIGRATE at all. Once the
 // target serves again and the backoff is over, the slot finishes with every key.
 func TestMigrateSplitsDownToStuckKey(t *testing.T) {
+	t.Parallel()
 	servers := redistest.Start(t, 3, healCfg)
 	members := membersOf(servers)
 	counter := redistest.NewCommandCounter()
@@ -497,6 +502,7 @@ func TestMigrateSplitsDownToStuckKey(t *testing.T) {
 // A step whose context cannot wait for one more MIGRATE sends none: the slot stays open
 // and the next step (FixOpenSlots) finishes it.
 func TestMigrateRefusesToOutliveCaller(t *testing.T) {
+	t.Parallel()
 	servers := redistest.Start(t, 3, healCfg)
 	members := membersOf(servers)
 	counter := redistest.NewCommandCounter()

@@ -86,6 +86,7 @@ func assertKeys(t *testing.T, f Factory, members []topology.Member, n int) {
 }
 
 func TestHealIsWriteFreeOnAHealthyCluster(t *testing.T) {
+	t.Parallel()
 	servers := redistest.Start(t, 6, healCfg)
 	members := membersOf(servers)
 	counter := redistest.NewCommandCounter()
@@ -106,6 +107,7 @@ func TestHealIsWriteFreeOnAHealthyCluster(t *testing.T) {
 // A replica's pod comes back empty (an emptyDir): the old node is forgotten once flagged
 // fail, the new one is met and made a replica of the master that lacks one.
 func TestHealReplacesALostReplica(t *testing.T) {
+	t.Parallel()
 	servers, members, f := formForHealing(t, 100)
 	servers[4].Stop()
 	fresh, err := redistest.StartIn(filepath.Join(t.TempDir(), "fresh"), healCfg)
@@ -135,6 +137,7 @@ func TestHealReplacesALostReplica(t *testing.T) {
 // Every pod comes back at once with a new address and its data: every nodes.conf points at
 // dead addresses, and only the operator's MEETs reconnect the nodes.
 func TestHealReconnectsAllNodesBackAtNewAddresses(t *testing.T) {
+	t.Parallel()
 	servers, members, f := formForHealing(t, 100)
 	ctx := ctxFor(t, 10*time.Second)
 	for _, s := range servers {

@@ -84,6 +84,7 @@ func redirecting(t *testing.T) (Factory, []topology.Member, string) {
 // The leaving nodes are reset only once no client is redirected by them any more: the wait
 // outlasts a client still sent elsewhere with MOVED, and ends redirectQuiet after it.
 func TestAwaitNoRedirectsOutlastsAStaleClient(t *testing.T) {
+	t.Parallel()
 	f, members, key := redirecting(t)
 	c := startStaleClient(t, members[0].Addr, key)
 	c.awaitFirstMoved(t)
@@ -104,6 +105,7 @@ func TestAwaitNoRedirectsOutlastsAStaleClient(t *testing.T) {
 
 // A client that never stops is not waited for past redirectWait.
 func TestAwaitNoRedirectsGivesUp(t *testing.T) {
+	t.Parallel()
 	f, members, key := redirecting(t)
 	ctx := ctxFor(t, time.Minute)
 	c := startStaleClient(t, members[0].Addr, key)

@@ -67,6 +67,7 @@ func (m *migrateSpans) AfterProcessPipeline(context.Context, []goredis.Cmder) er
 // Two slots whose sources and targets are four different masters move at the same time,
 // each with its keys, and end closed on every master with nothing lost.
 func TestMigrateDisjointPairsAtOnce(t *testing.T) {
+	t.Parallel()
 	servers := redistest.Start(t, 4, healCfg)
 	members := membersOf(servers)
 	spans := &migrateSpans{spans: map[int][2]time.Time{}}
@@ -202,6 +203,7 @@ func TestByBytes(t *testing.T) {
 // its keys move: the next steps finish every slot of the group, close every marker, and
 // no key is lost or left where no client is sent.
 func TestMigrateGroupSourceFailoverMidMove(t *testing.T) {
+	t.Parallel()
 	members, f, _, slot, tag := openSlotCluster(t, 3, 1)
 	ctx := ctxFor(t, 60*time.Second)
 	st, _ := Observe(ctx, f, members)
@@ -255,6 +257,7 @@ func TestMigrateGroupSourceFailoverMidMove(t *testing.T) {
 // cut them off and end the step. No other MIGRATE is sent while the big key's runs, and
 // the step ends with every key moved.
 func TestMigrateOtherStreamsWaitForBigKey(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		from, to int // the small keys' stream; the big key goes from master 0 to master 1

@@ -92,6 +92,7 @@ func formRecordedAt(t *testing.T, n int, nodeTimeout, d time.Duration) ([]topolo
 // the first try of the stream is quick, and once it timed out the stream goes on with the
 // full timeout, so the batch still moves when the pause ends and nothing is lost.
 func TestMigrateQuickFirstTryOnPausedTarget(t *testing.T) {
+	t.Parallel()
 	members, f, calls, st, ctx := formRecorded(t, 3, time.Minute)
 	slot := st.Members[0].Self().Slots[0].Start + 7
 	keys := slotKeyNames(tagFor(slot), 2000)
@@ -134,6 +135,7 @@ func TestMigrateQuickFirstTryOnPausedTarget(t *testing.T) {
 // under the big-key size) goes with the full timeout from the start, since a target would
 // still be restoring it when a quick try gave up, and restore it a second time.
 func TestMigrateQuickOnlyForSmallBatches(t *testing.T) {
+	t.Parallel()
 	members, f, calls, st, ctx := formRecorded(t, 2, time.Minute)
 	slot := st.Members[0].Self().Slots[0].Start + 9
 	keys := slotKeyNames(tagFor(slot), 50)
@@ -182,6 +184,7 @@ func TestMigrateQuickOnlyForSmallBatches(t *testing.T) {
 // long enough for the other masters to flag it failing and fail it over: every MIGRATE
 // carries at most half the node timeout, nobody is flagged, and the keys still move.
 func TestMigrateTimeoutFollowsALowerNodeTimeout(t *testing.T) {
+	t.Parallel()
 	const nodeTimeout = 800 * time.Millisecond
 	members, f, calls, st, ctx := formRecordedAt(t, 3, nodeTimeout, time.Minute)
 	slot := st.Members[0].Self().Slots[0].Start + 11

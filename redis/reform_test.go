@@ -109,6 +109,7 @@ func expectNoSlotWrites(t *testing.T, acts []topology.Action, fresh ...int) {
 // Every server stopped and started again from its dir at a new address: the bootstrap
 // re-meets them and the cluster serves every key, with the same node IDs and slot layout.
 func TestBootstrapReformsAClusterFromItsKeptData(t *testing.T) {
+	t.Parallel()
 	servers, members, f := formKept(t)
 	before, err := Observe(ctxFor(t, 5*time.Second), f, members)
 	if err != nil {
@@ -143,6 +144,7 @@ func TestBootstrapReformsAClusterFromItsKeptData(t *testing.T) {
 // A replica's pod comes back empty (hostPath on another node): the rest are re-formed from
 // their data, the empty node joins as a replica and the replica's earlier life is forgotten.
 func TestBootstrapReformsWithAReplicaBackEmpty(t *testing.T) {
+	t.Parallel()
 	servers, members, f := formKept(t)
 	saveAll(t, servers)
 	redistest.StopAll(servers)
@@ -169,6 +171,7 @@ func TestBootstrapReformsWithAReplicaBackEmpty(t *testing.T) {
 // Redis gives the slots to the higher epoch; the bootstrap only re-meets, and every key,
 // those written after the failover too, is served: the stale copy becomes a replica.
 func TestBootstrapReformsOverAStaleCopy(t *testing.T) {
+	t.Parallel()
 	servers, members, f := formKept(t)
 	saveAll(t, servers)
 	stale := filepath.Join(t.TempDir(), "stale-demo-0")
@@ -226,6 +229,7 @@ func TestBootstrapReformsOverAStaleCopy(t *testing.T) {
 // Data of another cluster among the kept members is still refused, naming the pod, and
 // nothing is written.
 func TestBootstrapOverKeptDataRefusesForeignData(t *testing.T) {
+	t.Parallel()
 	servers, members, _ := formKept(t)
 	other := redistest.Start(t, 6, healCfg)
 	otherMembers := membersOf(other)

@@ -10,6 +10,7 @@ import (
 // A coordinated failover on real servers: the replica reports its link up, takes over on
 // CLUSTER FAILOVER, and every node then sees the roles swapped.
 func TestFailoverSwapsRolesOnRealServers(t *testing.T) {
+	t.Parallel()
 	servers := redistest.Start(t, 6, redistest.Config{})
 	members := membersOf(servers)
 	f := newFactory(t, Options{})

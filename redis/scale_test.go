@@ -51,6 +51,7 @@ func readKeys(t *testing.T, f Factory, members []topology.Member, n int) {
 // A 3-master cluster with 2000 keys grows to 4 masters with a replica each, every master
 // ends with 4096 slots, every key is readable, no slot is open; then it shrinks back.
 func TestScaleOutAndInKeepsKeys(t *testing.T) {
+	t.Parallel()
 	servers := redistest.Start(t, 8, healCfg)
 	members := membersOf(servers)
 	f := newFactory(t, Options{})
@@ -156,6 +157,7 @@ func fullSyncs(t *testing.T, members []topology.Member) map[string]string {
 
 // A slot left IMPORTING/MIGRATING with half its keys moved is finished by the next step.
 func TestScaleResumesOpenSlot(t *testing.T) {
+	t.Parallel()
 	servers := redistest.Start(t, 4, healCfg)
 	members := membersOf(servers)
 	f := newFactory(t, Options{})
@@ -237,6 +239,7 @@ func keySlot(key string) int { return topology.KeySlot(key) }
 // is forgotten. Scale forgets it itself, then attaches the fresh node and ends Done with
 // every key; it used to wait for an agreement only forgetting brings.
 func TestScaleForgetsALostNode(t *testing.T) {
+	t.Parallel()
 	servers, members, f := formLoaded(t)
 	ctx := ctxFor(t, 30*time.Second)
 	st, err := Observe(ctx, f, members)

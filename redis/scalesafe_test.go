@@ -97,6 +97,7 @@ type step struct {
 // Scale-out 3 -> 4 masters: the new master gets its replica, in sync, before the first
 // slot moves to it, and every one of 10,000 keys is there at the end.
 func TestScaleOutGivesNewMasterItsReplicaFirst(t *testing.T) {
+	t.Parallel()
 	members, f := formSix(t)
 	loadKeys(t, f, members[:6], safeKeys, 100)
 	req := ScaleRequest{Masters: 4, ReplicasPerMaster: 1, Keep: 8, Pipeline: 100, Budget: time.Second}
@@ -202,6 +203,7 @@ func firstMoveStep(steps []step) int {
 // A new pod whose Redis holds keys is never given slots: the scale-out is refused naming
 // the pod and its key count, and no slot moves.
 func TestScaleOutRefusesNewNodeHoldingKeys(t *testing.T) {
+	t.Parallel()
 	members, f := formSix(t)
 	loadKeys(t, f, members[:6], safeKeys, 10)
 	// Give demo-6 keys and then drop its slots: data but no slots, as a pod reusing an
@@ -267,6 +269,7 @@ func waitFor(t *testing.T, cond func() bool) {
 // the headroom is refused before any slot moves, with the numbers; once maxmemory is
 // raised it goes through and keeps every key.
 func TestScaleInChecksCapacityFirst(t *testing.T) {
+	t.Parallel()
 	servers := redistest.Start(t, 8, healCfg)
 	members := membersOf(servers)
 	f := newFactory(t, Options{ReadTimeout: 10 * time.Second})

@@ -90,6 +90,7 @@ func syncUntil(t *testing.T, f Factory, master, replica string, done func(SyncCh
 // A replica in its first full sync is not caught up (its link is down, then the RDB
 // loads); once CheckSync says it is, it holds every key of its master.
 func TestCheckSyncWaitsForTheFullSync(t *testing.T) {
+	t.Parallel()
 	master, replica, mc, rc := startPair(t)
 	ctx := ctxFor(t, 60*time.Second)
 	f := newFactory(t, Options{})
@@ -124,6 +125,7 @@ func TestCheckSyncWaitsForTheFullSync(t *testing.T) {
 // (its master link's writes held by CLIENT PAUSE WRITE) is behind, by the bytes the
 // master wrote; CheckSync waits within its bound and passes once the replica resumes.
 func TestCheckSyncSeesALaggingReplica(t *testing.T) {
+	t.Parallel()
 	master, replica, mc, rc := startPair(t)
 	ctx := ctxFor(t, 60*time.Second)
 	f := newFactory(t, Options{})

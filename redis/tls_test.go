@@ -23,6 +23,7 @@ import (
 // stale, and once the files are new every node serves the new certificate with no
 // restart.
 func TestTLSClusterMigratesAndReloadsCertificate(t *testing.T) {
+	t.Parallel()
 	ca, err := redistest.NewCA()
 	if err != nil {
 		t.Fatal(err)
