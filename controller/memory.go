@@ -39,6 +39,10 @@ type clusterMemory struct {
 	// migrationChecked is true once restoreReplicaMigration found every node with
 	// redis.conf's cluster-allow-replica-migration; a resize step sets it false again.
 	migrationChecked bool
+	// restore is the restore from spec.restoreFrom under way (restoreStateOf): the
+	// goroutine writing the keys and the backoff of its retries. Lost on restart:
+	// status.restore says the restore started, and it starts again from the beginning.
+	restore *restoreState
 }
 
 // memory is the cluster's clusterMemory, made empty on first use.
@@ -52,11 +56,11 @@ func (r *Reconciler) memoryOf(key types.NamespacedName) *clusterMemory {
 }
 
 // forget drops what the reconciler keeps for a cluster that no longer exists: its Redis
-// connection pools (closed), its clusterMemory, its restore under way and its metrics, so
+// connection pools (closed), its clusterMemory with its restore under way (stopped) and its metrics, so
 // a deleted cluster costs nothing. The one place all of it is let go.
 func (r *Reconciler) forget(key types.NamespacedName) {
 	r.redis.forget(key)
-	r.memories.Delete(key)
 	r.forgetRestore(key)
+	r.memories.Delete(key)
 	forgetMetrics(key)
 }

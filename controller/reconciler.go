@@ -62,10 +62,6 @@ type Reconciler struct {
 	// memories holds each cluster's *clusterMemory (memory.go): what the reconciler
 	// remembers of it between reconciles, dropped by forget.
 	memories sync.Map
-	// restores keeps, per cluster created with spec.restoreFrom, its restore under way
-	// (a *restoreState): the goroutine writing the keys and the backoff of its retries.
-	// Lost on restart: status.restore says the restore started, and it starts again.
-	restores sync.Map
 	// gc raises the collector's target while resize steps run.
 	gc gcWhileMoving
 }

@@ -173,9 +173,9 @@ func TestRestoreFromBeforeRunning(t *testing.T) {
 	}
 	g.Expect(got.Status.Restore.Attempts).To(BeEquivalentTo(1), got.Status.Reason)
 	g.Expect(got.Status.Restore.StartedAt).NotTo(BeNil())
-	v, ok := h.r.restores.Load(key)
-	g.Expect(ok).To(BeTrue())
-	run := v.(*restoreState).run
+	state := h.r.memoryOf(key).restore
+	g.Expect(state).NotTo(BeNil())
+	run := state.run
 	select {
 	case <-run.done:
 	case <-time.After(time.Minute):
@@ -275,7 +275,7 @@ func TestRunningRestoreWritesItsProgressEvery5s(t *testing.T) {
 	// A restore under way (its goroutine stood in for: the test moves its counters).
 	key := client.ObjectKeyFromObject(rc)
 	run := &restoreRun{cancel: func() {}, started: time.Now(), done: make(chan struct{})}
-	h.r.restores.Store(key, &restoreState{uid: got.UID, backup: "nightly", run: run})
+	h.r.memoryOf(key).restore = &restoreState{uid: got.UID, backup: "nightly", run: run}
 	now := time.Now()
 	h.r.now = func() time.Time { return now }
 	statusWrites := func() (n int) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"reflect"
-	"sort"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -73,11 +72,35 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{}, nil
 	}
 	backupScheduleInterval.WithLabelValues(sc.Namespace, sc.Spec.ClusterName, sc.Name).Set(sc.Spec.Every.Seconds())
+	backups, err := r.scheduleBackups(ctx, sc)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	st := sc.Status.DeepCopy()
+	if err := r.prune(ctx, sc, backups, st); err != nil {
+		return ctrl.Result{}, err
+	}
+	res, err := r.createWhenDue(ctx, sc, backups, st)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !reflect.DeepEqual(st, &sc.Status) {
+		base := sc.DeepCopy()
+		sc.Status = *st
+		if err := r.Client.Status().Patch(ctx, sc, client.MergeFrom(base)); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+	return res, nil
+}
+
+// scheduleBackups lists the schedule's backups not being deleted, newest first.
+func (r *ScheduleReconciler) scheduleBackups(ctx context.Context, sc *redisv1alpha1.RedisClusterBackupSchedule) ([]*redisv1alpha1.RedisClusterBackup, error) {
 	// The API server's list, not the cache's: a backup created by the last reconcile must
 	// be seen, or a second one would be created for the same turn.
 	var list redisv1alpha1.RedisClusterBackupList
 	if err := r.APIReader.List(ctx, &list, client.InNamespace(sc.Namespace), client.MatchingLabels{redisv1alpha1.ScheduleLabel: sc.Name}); err != nil {
-		return ctrl.Result{}, err
+		return nil, err
 	}
 	var backups []*redisv1alpha1.RedisClusterBackup
 	for i := range list.Items {
@@ -86,19 +109,12 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		}
 	}
 	newestFirst(backups)
-	st := sc.Status.DeepCopy()
-	prune, kept := retention(backups, int(sc.Spec.Keep))
-	for _, b := range prune {
-		if err := r.Client.Delete(ctx, b); client.IgnoreNotFound(err) != nil {
-			return ctrl.Result{}, err
-		}
-		r.Recorder.Eventf(sc, corev1.EventTypeNormal, ReasonBackupPruned, "Deleted %s backup %s (keep %d): its objects are deleted with it", phaseOrPending(b.Status.Phase), b.Name, sc.Spec.Keep)
-	}
-	st.Kept = int32(len(kept))
-	if len(kept) > 0 {
-		st.LastSuccessfulBackup, st.LastSuccessfulTime = kept[0].Name, kept[0].Status.CompletedAt
-	}
+	return backups, nil
+}
 
+// createWhenDue creates the next backup when it is due (not suspended, no backup of the
+// schedule still Pending or Running), records the turn in st, and says when to look again.
+func (r *ScheduleReconciler) createWhenDue(ctx context.Context, sc *redisv1alpha1.RedisClusterBackupSchedule, backups []*redisv1alpha1.RedisClusterBackup, st *redisv1alpha1.RedisClusterBackupScheduleStatus) (ctrl.Result, error) {
 	now := r.now()
 	last := st.LastScheduleTime
 	for _, b := range backups {
@@ -146,50 +162,7 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	} else {
 		st.NextScheduleTime = nil
 	}
-	if !reflect.DeepEqual(st, &sc.Status) {
-		base := sc.DeepCopy()
-		sc.Status = *st
-		if err := r.Client.Status().Patch(ctx, sc, client.MergeFrom(base)); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
-		}
-	}
 	return res, nil
-}
-
-// newestFirst sorts backups by creation, newest first (then by name, newest first: the
-// schedule's names carry the time).
-func newestFirst(backups []*redisv1alpha1.RedisClusterBackup) {
-	sort.SliceStable(backups, func(i, j int) bool {
-		a, b := backups[i].CreationTimestamp, backups[j].CreationTimestamp
-		if !a.Equal(&b) {
-			return b.Before(&a)
-		}
-		return backups[i].Name > backups[j].Name
-	})
-}
-
-// retention splits a schedule's backups, newest first: kept are the newest keep that
-// Succeeded; prune the older Succeeded ones, and every Failed one older than a Succeeded
-// one (a newer backup worked: the failure is history). A Failed backup never counts
-// towards keep, nor is a Pending or Running one pruned.
-func retention(newestFirst []*redisv1alpha1.RedisClusterBackup, keep int) (prune, kept []*redisv1alpha1.RedisClusterBackup) {
-	succeeded := 0
-	for _, b := range newestFirst {
-		switch b.Status.Phase {
-		case redisv1alpha1.BackupSucceeded:
-			succeeded++
-			if succeeded > keep {
-				prune = append(prune, b)
-			} else {
-				kept = append(kept, b)
-			}
-		case redisv1alpha1.BackupFailed:
-			if succeeded > 0 {
-				prune = append(prune, b)
-			}
-		}
-	}
-	return prune, kept
 }
 
 func phaseOf(backups []*redisv1alpha1.RedisClusterBackup, name string) redisv1alpha1.BackupPhase {

@@ -1,0 +1,66 @@
+package controller
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
+	"github.com/hc-middleware/redis-cluster-operator/redis/backup"
+)
+
+// objectsRetry is how soon deleting the objects of a deleted backup is tried again.
+const objectsRetry = 30 * time.Second
+
+// finalize deletes the objects of a backup being deleted with deletionPolicy Delete (every
+// object under PREFIX/NAMESPACE/NAME/, whatever its phase), then lets it go.
+func (r *BackupReconciler) finalize(ctx context.Context, b *redisv1alpha1.RedisClusterBackup) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(b, redisv1alpha1.BackupObjectsFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	bucket, dir := b.Spec.S3.Bucket, backupDir(b)
+	var deleted int
+	var reason, msg string
+	var err error
+	if b.Status.CutStartedAt != nil {
+		// Never cut, never uploaded: there is nothing to delete (and a store that cannot be
+		// reached must not hold the resource).
+		var s3 *backup.S3
+		if s3, reason, msg, err = s3Store(ctx, r.APIReader, b.Namespace, b.Spec.S3, "spec.s3"); err == nil && reason == "" {
+			deleted, err = deleteObjects(ctx, s3, bucket, dir+"/")
+		}
+	}
+	if err != nil || reason != "" {
+		if reason == "" {
+			reason, msg = ReasonS3Error, err.Error()
+		}
+		r.Recorder.Eventf(b, corev1.EventTypeWarning, ReasonObjectsNotDeleted, "deletionPolicy Delete: the objects under %s/%s/ are not deleted yet: %s: %s; retried in %v (remove the finalizer %s to leave them)",
+			bucket, dir, reason, msg, objectsRetry, redisv1alpha1.BackupObjectsFinalizer)
+		return ctrl.Result{RequeueAfter: objectsRetry}, nil
+	}
+	base := b.DeepCopy()
+	controllerutil.RemoveFinalizer(b, redisv1alpha1.BackupObjectsFinalizer)
+	if err := r.Client.Patch(ctx, b, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	r.Recorder.Eventf(b, corev1.EventTypeNormal, ReasonObjectsDeleted, "deletionPolicy Delete: deleted %d objects under %s/%s/", deleted, bucket, dir)
+	return ctrl.Result{}, nil
+}
+
+// deleteObjects deletes every object of the bucket whose name begins with prefix.
+func deleteObjects(ctx context.Context, s3 *backup.S3, bucket, prefix string) (int, error) {
+	names, err := s3.List(ctx, bucket, prefix)
+	if err != nil {
+		return 0, err
+	}
+	for i, name := range names {
+		if err := s3.Delete(ctx, bucket, name); err != nil {
+			return i, err
+		}
+	}
+	return len(names), nil
+}
