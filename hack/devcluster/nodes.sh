@@ -320,7 +320,8 @@ kill_cgroup_procs() {
 	local i pids h
 	for ((i = 0; i < 50; i++)); do
 		pids=$(for h in $(cgroup_hierarchies); do
-			[[ -d $h/$CGROUP_PARENT ]] && find "$h/$CGROUP_PARENT" -name cgroup.procs -exec cat {} + 2>/dev/null
+			[[ -d $h/$CGROUP_PARENT ]] || continue # (an `&&` would fail the loop, and pipefail the script, when the last is gone)
+			find "$h/$CGROUP_PARENT" -name cgroup.procs -exec cat {} + 2>/dev/null
 		done | sort -u)
 		[[ -z $pids ]] && return 0
 		kill -KILL $pids 2>/dev/null || true
@@ -362,7 +363,8 @@ node_stop() {
 	[[ ${2:-} == kill ]] || return 0
 	local h pids
 	pids=$(for h in $(cgroup_hierarchies); do
-		[[ -d $h/$CGROUP_PARENT/$name ]] && find "$h/$CGROUP_PARENT/$name" -name cgroup.procs -exec cat {} + 2>/dev/null
+		[[ -d $h/$CGROUP_PARENT/$name ]] || continue
+		find "$h/$CGROUP_PARENT/$name" -name cgroup.procs -exec cat {} + 2>/dev/null
 	done | sort -u)
 	[[ -z $pids ]] || kill -KILL $pids 2>/dev/null || true
 }
