@@ -31,7 +31,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,6 +40,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
+	"github.com/hc-middleware/redis-cluster-operator/bench/internal/profile"
 	"github.com/hc-middleware/redis-cluster-operator/redis/backup"
 	"github.com/hc-middleware/redis-cluster-operator/redis/rdb"
 	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
@@ -63,20 +63,11 @@ func main() {
 	flag.BoolVar(&showStats, "commandstats", false, "print each restore target's INFO commandstats of the commands it was sent (the server's own time per call)")
 	cpuProfile := flag.String("cpuprofile", "", "with -local, write a CPU profile of this program (the library runs in it) to this file")
 	flag.Parse()
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err == nil {
-			err = pprof.StartCPUProfile(f)
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench/backup:", err)
-			os.Exit(1)
-		}
-		defer pprof.StopCPUProfile()
-	}
+	stopProfile := profile.StartCPU("bench/backup", *cpuProfile)
+	defer stopProfile()
 	if *local {
 		if err := runLocal(context.Background(), cfg); err != nil {
-			pprof.StopCPUProfile()
+			stopProfile()
 			fmt.Fprintln(os.Stderr, "bench/backup:", err)
 			os.Exit(1)
 		}

@@ -21,12 +21,12 @@ import (
 	"math"
 	"os"
 	"os/exec"
-	"runtime/pprof"
 	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/hc-middleware/redis-cluster-operator/bench/internal/profile"
 	"github.com/hc-middleware/redis-cluster-operator/redis"
 	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
 	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
@@ -58,17 +58,8 @@ func main() {
 	valkey := flag.Bool("valkey", false, "run on Valkey 9.1 (the project's image, bin/images/valkey-9.1.tar): valkey-cli --cluster rebalance vs the operator's atomic slot migration (CLUSTER MIGRATESLOTS) vs its legacy MIGRATE mover, on plain servers")
 	onDevcluster := flag.Bool("devcluster", false, "also scale the demo RedisCluster 6 -> 8 -> 6 pods through the operator on the devcluster")
 	flag.Parse()
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err == nil {
-			err = pprof.StartCPUProfile(f)
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench/scale:", err)
-			os.Exit(1)
-		}
-		defer pprof.StopCPUProfile()
-	}
+	stopProfile := profile.StartCPU("bench/scale", *cpuProfile)
+	defer stopProfile()
 	if *valkey {
 		dir, err := os.MkdirTemp("", "bench-scale-valkey-")
 		if err == nil {
