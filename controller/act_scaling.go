@@ -90,6 +90,8 @@ func (r *Reconciler) reconcileScale(ctx context.Context, s *scope) (ctrl.Result,
 		return ctrl.Result{RequeueAfter: requeueFailed}, nil
 	}
 	req.NodeTimeout = nodeTimeout(s)
+	req.Servers = learntServers(s.redis)
+	req.Refused = s.assignRefused
 	if desired > current {
 		req.Keep = need
 	}
@@ -222,10 +224,11 @@ func (r *Reconciler) stopRequested(ctx context.Context, rc *redisv1alpha1.RedisC
 }
 
 // scalePlaced is the SlotsPlaced guard while Scaling: the slots sit where the plan puts
-// them (no move left) and none is open.
+// them (no move left) and none is open. A plan refusing AssignReceive's entries is kept
+// for the resize step (s.assignRefused), which refuses with it rather than plan again.
 func scalePlaced(s *scope) bool {
 	st := s.redis
-	if st == nil || !st.NoOpenSlots() || st.Masters() != int(s.cluster.Spec.Masters()) {
+	if st == nil {
 		return false
 	}
 	req, err := scaleRequest(s.cluster, len(st.Members))
@@ -233,7 +236,25 @@ func scalePlaced(s *scope) bool {
 		return false
 	}
 	moves, err := topology.PlanScale(st, req.Shape())
-	return err == nil && len(moves) == 0
+	if ae := (*topology.AssignError)(nil); errors.As(err, &ae) {
+		s.assignRefused = err
+	}
+	return err == nil && len(moves) == 0 && st.NoOpenSlots() && st.Masters() == int(s.cluster.Spec.Masters())
+}
+
+// learntServers is what each member of st runs (learnServers), by pod, for the resize
+// step's choice of mover; nil before Redis answered.
+func learntServers(st *topology.ClusterState) map[string]topology.Server {
+	if st == nil {
+		return nil
+	}
+	out := map[string]topology.Server{}
+	for _, m := range st.Members {
+		if m.Server.Known() {
+			out[m.Pod] = m.Server
+		}
+	}
+	return out
 }
 
 // scaleRefusal words a refused resize for the status and a Warning event, naming the

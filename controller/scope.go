@@ -105,6 +105,10 @@ type scope struct {
 	// resized says who resized the StatefulSet behind the operator's back, "" when
 	// nobody did (decide); act reports the revert once applied.
 	resized string
+	// assignRefused is the refusal of AssignReceive's entries (*topology.AssignError)
+	// decide found planning the resize (scalePlaced), nil for none; the resize step
+	// refuses with it rather than plan again (reconcileScale).
+	assignRefused error
 
 	// remembered is the status.progress this operator last computed for the cluster,
 	// which may be ahead of a stale cached status (Reconcile, Reconciler.progress).

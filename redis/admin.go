@@ -131,6 +131,9 @@ type Factory interface {
 	Retain(addrs []string)
 	// Close closes every client the factory made.
 	Close() error
+	// backoff is the factory's memory of keys that could not move (stuck.go): one per
+	// factory, so each cluster's stuck keys are its own.
+	backoff() *stuckKeys
 }
 
 // Options configure the clients of a Factory.
@@ -224,6 +227,8 @@ func (f *factory) For(addr string) Admin {
 	}
 	return &admin{addr: addr, c: c, user: f.opts.User, password: f.opts.Password, hooks: f.opts.Hooks}
 }
+
+func (f *factory) backoff() *stuckKeys { return &f.stuck }
 
 func (f *factory) Retain(addrs []string) {
 	keep := make(map[string]bool, len(addrs))

@@ -45,6 +45,10 @@ type scriptedFactory map[string]*scriptedNode
 func (f scriptedFactory) For(addr string) Admin { return f[addr] }
 func (scriptedFactory) Retain([]string)         {}
 func (scriptedFactory) Close() error            { return nil }
+func (scriptedFactory) backoff() *stuckKeys     { return &scriptedStuck }
+
+// scriptedStuck is the stuck keys of every scriptedFactory.
+var scriptedStuck stuckKeys
 
 const (
 	idA = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"

@@ -251,7 +251,7 @@ func (fx *slotFix) giveBack(ctx context.Context, h int) error {
 	om := fx.f.For(fx.st.Members[fx.owner].Addr)
 	owner := fx.st.Members[fx.owner]
 	km := keyMover{s: hm, src: fx.st.Members[h].Addr, dst: owner.Addr, slot: fx.slot, timeout: fx.opts.timeout(),
-		owner: om, stuck: backoffOf(fx.f), asking: true}
+		owner: om, stuck: fx.f.backoff(), asking: true}
 	if err := km.stuck.check(km.src, km.dst, fx.slot); err != nil {
 		return err
 	}

@@ -481,7 +481,7 @@ func TestMigrateSplitsDownToStuckKey(t *testing.T) {
 	}
 	// The target serves again; the backoff runs out (shortened here).
 	_ = pause.Do(ctx, "client", "unpause").Err()
-	backoffOf(f).m[stuckID(src.Addr, dst.Addr, slot)].RetryAfter = time.Now()
+	f.backoff().m[stuckID(src.Addr, dst.Addr, slot)].RetryAfter = time.Now()
 	moved, err := MigrateSlotWith(ctx, f, slot, src, dst, []string{members[2].Addr}, opts)
 	if err != nil {
 		t.Fatalf("after the pause: %v", err)

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -70,4 +71,89 @@ func awaitNoRedirects(ctx context.Context, f Factory, addrs []string) {
 			last, quiet = n, time.Now()
 		}
 	}
+}
+
+// removeLeaving forgets the leaving nodes on every kept member that knows them, then
+// resets the leaving nodes so they cannot gossip the kept ones back (FORGET bans an ID
+// for only 60 s), as `redis-cli --cluster del-node` does: once they have redirected no
+// client for a moment (awaitNoRedirects). A leaving node that knows only itself is
+// already reset.
+func removeLeaving(ctx context.Context, f Factory, st *topology.ClusterState, req ScaleRequest) (ScaleProgress, error) {
+	prog := ScaleProgress{Phase: PhaseRemoving}
+	var acts []topology.Action
+	for l := req.Keep; l < len(st.Members); l++ {
+		id := st.Members[l].ID()
+		for i := 0; i < req.Keep; i++ {
+			if st.Members[i].Find(id) != nil {
+				acts = append(acts, topology.Action{Kind: topology.ActionForget, Member: i, NodeID: id,
+					Message: fmt.Sprintf("Made %s forget leaving node %s (%s)", st.Members[i].Pod, st.Members[l].Pod, id)})
+			}
+		}
+	}
+	prog.Actions = acts
+	if err := newExecutor(f).execute(ctx, st, acts); err != nil {
+		return prog, err
+	}
+	var leaving []string
+	for l := req.Keep; l < len(st.Members); l++ {
+		if len(st.Members[l].Nodes) > 1 {
+			leaving = append(leaving, st.Members[l].Addr)
+		}
+	}
+	awaitNoRedirects(ctx, f, leaving)
+	for _, addr := range leaving {
+		m := f.For(addr)
+		if err := m.ClusterReset(ctx); err != nil {
+			return prog, err
+		}
+	}
+	prog.Done = true
+	return prog, nil
+}
+
+// keepLeavingApart stops the leaving members from following their slots. By default
+// (cluster-allow-replica-migration yes) a master that gives away its last slot turns
+// replica of the node that took it, and its replicas follow. Each then copies that node's
+// whole data set (a full sync, a fork on the taker) just before it is reset, and a
+// replica that has just synced rewrites its AOF, during which Redis refuses SIGTERM
+// ("Writing initial AOF, can't exit"): the pod then waits out its whole grace period
+// when the StatefulSet shrinks. With the directive off on the leaving members they stay
+// an empty master and its replicas until removeLeaving resets them. It is set in the steps
+// that can move a slot (migrating, finishing an open slot), not in those that wait. CONFIG
+// SET only, not the config file: the pods go. Best effort: a Redis before 6.2 has no such
+// directive and turns replica as before, which costs time, not data.
+func keepLeavingApart(ctx context.Context, f Factory, members []topology.Member, req ScaleRequest) {
+	for _, m := range members[min(req.Keep, len(members)):] {
+		if c := f.For(m.Addr); c != nil {
+			_ = c.ConfigSet(ctx, ReplicaMigration, "no")
+		}
+	}
+}
+
+// ReplicaMigration is the directive keepLeavingApart turns off on the leaving members.
+const ReplicaMigration = "cluster-allow-replica-migration"
+
+// RestoreReplicaMigration sets cluster-allow-replica-migration to want on the nodes at
+// addrs that have another value, and counts them. keepLeavingApart turns it off on the
+// members leaving at the time; when the resize is set back (an abort) some of them stay,
+// and would keep it off until they restart: their replicas would not move to a master left
+// without one, and an emptied master would not turn replica. Values compare without case.
+// A node that cannot be read or refuses is the error (the others are still set).
+func RestoreReplicaMigration(ctx context.Context, f Factory, addrs []string, want string) (int, error) {
+	n := 0
+	var errs []error
+	for _, addr := range addrs {
+		c := f.For(addr)
+		v, err := c.ConfigGet(ctx, ReplicaMigration)
+		if errors.Is(err, errUnknownParameter) {
+			continue // before Redis 6.2: nothing was turned off
+		}
+		if err == nil && !strings.EqualFold(v, want) {
+			if err = c.ConfigSet(ctx, ReplicaMigration, want); err == nil {
+				n++
+			}
+		}
+		errs = append(errs, err)
+	}
+	return n, errors.Join(errs...)
 }

@@ -100,12 +100,12 @@ func MigrateSlots(ctx context.Context, f Factory, slots []int, src, dst MasterAd
 	s := f.For(src.Addr)
 	d := f.For(dst.Addr)
 	for _, slot := range slots {
-		if err := backoffOf(f).check(src.Addr, dst.Addr, slot); err != nil {
+		if err := f.backoff().check(src.Addr, dst.Addr, slot); err != nil {
 			return 0, err
 		}
 	}
 	km := keyMover{s: s, src: src.Addr, dst: dst.Addr, timeout: opts.timeout(), quick: opts.quick(), nodeTimeout: opts.nodeTimeout(),
-		replaceBusy: true, stuck: backoffOf(f), gates: opts.gates.of(src.Addr, dst.Addr),
+		replaceBusy: true, stuck: f.backoff(), gates: opts.gates.of(src.Addr, dst.Addr),
 		hold: func(ctx context.Context, d time.Duration) func() {
 			return holdDetection(ctx, f, append([]string{src.Addr, dst.Addr}, others...), d)
 		}}

@@ -68,13 +68,3 @@ func (b *stuckKeys) remember(e *StuckKeyError) {
 	}
 	b.m[stuckID(e.Source, e.Target, e.Slot)] = e
 }
-
-// sharedStuck serves Factories other than this package's own.
-var sharedStuck = &stuckKeys{}
-
-func backoffOf(f Factory) *stuckKeys {
-	if ff, ok := f.(*factory); ok {
-		return &ff.stuck
-	}
-	return sharedStuck
-}

@@ -3,7 +3,7 @@ package topology
 import "time"
 
 // Sizing a MIGRATE of big keys: a key is timed by its MEMORY USAGE (redis/bigkey.go moves
-// it). The sizing of slot groups is in redis/scale.go, of key batches in redis/movekeys.go.
+// it). The sizing of slot groups is in redis/migrategroup.go, of key batches in redis/movekeys.go.
 
 const (
 	// BigKeyRate is the MEMORY USAGE a RESTORE is assumed to rebuild per second, half of

@@ -1,0 +1,219 @@
+package rdb
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+)
+
+// The parser's primitives: bytes read through the running CRC64 (and a value's capture),
+// RDB lengths and strings, and the combinators the value readers are written with.
+
+type parser struct {
+	r   *bufio.Reader
+	crc uint64
+	// valkey is the file's magic: it decides what value types 22 to 25 are.
+	valkey bool
+	// capture, when not nil, receives every byte read (a value's raw encoding).
+	capture *[]byte
+	scratch []byte
+}
+
+func (p *parser) readFull(n int) ([]byte, error) {
+	if cap(p.scratch) < n {
+		p.scratch = make([]byte, n)
+	}
+	b := p.scratch[:n]
+	if _, err := io.ReadFull(p.r, b); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	p.crc = CRC64(p.crc, b)
+	if p.capture != nil {
+		*p.capture = append(*p.capture, b...)
+	}
+	return b, nil
+}
+
+func (p *parser) byte() (byte, error) {
+	b, err := p.readFull(1)
+	if err != nil {
+		return 0, err
+	}
+	return b[0], nil
+}
+
+// length reads an RDB length; encoded is true for a special string encoding (then the
+// value is the encoding's number).
+func (p *parser) length() (n uint64, encoded bool, err error) {
+	b, err := p.byte()
+	if err != nil {
+		return 0, false, err
+	}
+	switch b >> 6 {
+	case 0:
+		return uint64(b & 0x3f), false, nil
+	case 1:
+		b2, err := p.byte()
+		if err != nil {
+			return 0, false, err
+		}
+		return uint64(b&0x3f)<<8 | uint64(b2), false, nil
+	case 2:
+		switch b {
+		case 0x80:
+			v, err := p.readFull(4)
+			if err != nil {
+				return 0, false, err
+			}
+			return uint64(binary.BigEndian.Uint32(v)), false, nil
+		case 0x81:
+			v, err := p.readFull(8)
+			if err != nil {
+				return 0, false, err
+			}
+			return binary.BigEndian.Uint64(v), false, nil
+		}
+		return 0, false, fmt.Errorf("unknown length encoding 0x%x", b)
+	default:
+		return uint64(b & 0x3f), true, nil
+	}
+}
+
+func (p *parser) plainLength() (int, error) {
+	n, enc, err := p.length()
+	if err != nil {
+		return 0, err
+	}
+	if enc || n > 1<<40 {
+		return 0, fmt.Errorf("bad length")
+	}
+	return int(n), nil
+}
+
+// str reads a string; with decode false it only moves past it (its bytes still reach a
+// capture) and returns nil.
+func (p *parser) str(decode bool) ([]byte, error) {
+	n, enc, err := p.length()
+	if err != nil {
+		return nil, err
+	}
+	if !enc {
+		if n > 1<<40 {
+			return nil, fmt.Errorf("string length %d too large", n)
+		}
+		b, err := p.readFull(int(n))
+		if err != nil || !decode {
+			return nil, err
+		}
+		return append([]byte(nil), b...), nil
+	}
+	switch n {
+	case 0, 1, 2:
+		size := 1 << n
+		b, err := p.readFull(size)
+		if err != nil || !decode {
+			return nil, err
+		}
+		var v int64
+		switch size {
+		case 1:
+			v = int64(int8(b[0]))
+		case 2:
+			v = int64(int16(binary.LittleEndian.Uint16(b)))
+		default:
+			v = int64(int32(binary.LittleEndian.Uint32(b)))
+		}
+		return strconv.AppendInt(nil, v, 10), nil
+	case lenEncodedString:
+		clen, err := p.plainLength()
+		if err != nil {
+			return nil, err
+		}
+		ulen, err := p.plainLength()
+		if err != nil {
+			return nil, err
+		}
+		b, err := p.readFull(clen)
+		if err != nil || !decode {
+			return nil, err
+		}
+		return lzfDecompress(b, ulen)
+	}
+	return nil, fmt.Errorf("unknown string encoding %d", n)
+}
+
+func (p *parser) skipStrings(n int) error {
+	for i := 0; i < n; i++ {
+		if _, err := p.str(false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// each reads a length n, then n items with item.
+func (p *parser) each(item func() error) error {
+	n, err := p.plainLength()
+	if err != nil {
+		return err
+	}
+	for i := 0; i < n; i++ {
+		if err := item(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// all runs the readers one after the other, stopping at the first error.
+func (p *parser) all(readers ...func() error) error {
+	for _, r := range readers {
+		if err := r(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// skipLength reads a length as large as a uint64 (a field expiry).
+func (p *parser) skipLength() error {
+	_, err := p.plainLengthAny()
+	return err
+}
+
+func (p *parser) lengths(n int) error {
+	for i := 0; i < n; i++ {
+		if _, err := p.plainLengthAny(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// plainLengthAny reads a length that may be as large as a uint64 (stream IDs).
+func (p *parser) plainLengthAny() (uint64, error) {
+	n, enc, err := p.length()
+	if err != nil {
+		return 0, err
+	}
+	if enc {
+		return 0, errors.New("bad length")
+	}
+	return n, nil
+}
+
+// skipPlainLengths moves past n lengths (plainLength).
+func (p *parser) skipPlainLengths(n int) error {
+	for i := 0; i < n; i++ {
+		if _, err := p.plainLength(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
