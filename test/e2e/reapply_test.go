@@ -253,6 +253,7 @@ func TestReapplyAfterOrphanDelete(t *testing.T) {
 	time.Sleep(time.Second)
 	close(stop)
 	<-done
+	w.expectWrote(t, 20)
 
 	for pod, ip := range podIPs(ctx, t, ns, name) {
 		if oldIPs[pod] != ip {

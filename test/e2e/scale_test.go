@@ -47,8 +47,9 @@ func TestScaleOutAndIn(t *testing.T) {
 	expectShape(ctx, t, ns, name, 6, 3, 5461)
 	close(stop)
 	<-done
+	w.expectWrote(t, 20)
 	expectKeys(ctx, t, ns, name, "scale", scaleKeys, w.ok)
-	t.Logf("scale: out 6->8 %.1fs, in 8->6 %.1fs; writes during it: %d ok, %d failed %v", out.Seconds(), in.Seconds(), len(w.ok), w.failed, w.errs)
+	t.Logf("scale: out 6->8 %.1fs, in 8->6 %.1fs; writes during it: %d ok, %d failed %v, longest gap %v", out.Seconds(), in.Seconds(), len(w.ok), w.failed, w.errs, w.maxGap.Round(time.Millisecond))
 	evs, err := stack.Events(ctx, getCluster(ctx, t, ns, name))
 	if err == nil {
 		for _, e := range evs {

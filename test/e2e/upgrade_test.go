@@ -38,11 +38,27 @@ type writer struct {
 	lastOK time.Time
 }
 
+// expectWrote fails the test unless the writer had at least min writes acknowledged: the
+// key checks after a resize or a roll read back what it wrote, which is nothing when it
+// could not write at all.
+func (w *writer) expectWrote(t *testing.T, min int) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.ok) < min {
+		t.Fatalf("the writer had %d writes acknowledged (%d failed: %v), fewer than %d", len(w.ok), w.failed, w.errs, min)
+	}
+}
+
 func (w *writer) run(ctx context.Context, ns, name string, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
-	f := redis.NewFactory(redis.Options{})
+	// The cluster's own password (none for a disablePassword cluster): a writer whose every
+	// write fails on NOAUTH proves nothing (expectWrote).
+	password := pw(ctx, ns, name)
+	f := redis.NewFactory(redis.Options{Password: password})
 	defer f.Close()
 	c := goredis.NewClusterClient(&goredis.ClusterOptions{
+		Password: password,
 		ClusterSlots: func(ctx context.Context) ([]goredis.ClusterSlot, error) {
 			addrs, err := stack.PodAddrs(ctx, ns, selectorOf(name))
 			if err != nil {
@@ -147,6 +163,7 @@ func TestUpgradeFailsMastersOverBeforeRestart(t *testing.T) {
 		g.Expect(v).To(HaveLen(2))
 		g.Expect(v[1]).To(Equal("33554432"), "maxmemory on %s", p.Name)
 	}
+	w.expectWrote(t, 20)
 	expectKeys(ctx, t, ns, name, "upg", upgradeKeys, w.ok)
 
 	evs, err := stack.Events(ctx, getCluster(ctx, t, ns, name))
