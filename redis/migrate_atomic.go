@@ -26,48 +26,143 @@ import (
 // abort), and gives up on a pair after atomicAttempts failures the servers report
 // (*AtomicMigrationError), which the controller reports.
 
-// migrateAtomic is migrate for servers that move slots themselves: it starts the planned
-// pairs' jobs that no source runs yet (jobs: what settleAtomic read), and waits for the
-// pairs' jobs until they end or the budget is spent; jobs still running then go on in the
-// servers, and the next step adopts them. Stop ends the wait at once (pause: the jobs
-// started finish on their own; an abort plans other moves, and the next step cancels the
-// jobs it does not want).
+// migrateAtomic is migrate for servers that move slots themselves: it adopts the planned
+// jobs the sources already run (jobs: what settleAtomic read), starts the others as the
+// limits below allow, and waits for them until they end or the budget is spent, starting
+// more as jobs end; jobs still running then go on in the servers, and the next step adopts
+// them. Stop ends the wait at once (pause: the jobs started finish on their own; an abort
+// plans other moves, and the next step cancels the jobs it does not want).
 func migrateAtomic(ctx context.Context, f Factory, st *topology.ClusterState, moves []topology.SlotMove, req ScaleRequest,
 	jobs map[string][]SlotMigration, mem map[string]topology.Memory) (ScaleProgress, error) {
-	prog := ScaleProgress{Phase: PhaseMigrating, Remaining: len(moves), Mover: MoverAtomic}
-	addr := topology.AddrsByID(st)
+	r := newAtomicRun(ctx, f, st, moves, req, jobs, mem)
+	for {
+		if err := r.start(ctx); err != nil {
+			return r.prog, err
+		}
+		if len(r.open) == 0 || r.spent() {
+			break
+		}
+		if err := sleepCtx(ctx, atomicPoll); err != nil {
+			break
+		}
+		if err := r.collect(ctx); err != nil {
+			return r.prog, err
+		}
+	}
+	var ame *AtomicMigrationError
+	if errors.As(r.gaveUp, &ame) || r.gaveUp != nil && r.prog.MovedSlots == 0 {
+		return r.prog, r.gaveUp
+	}
+	return r.prog, nil
+}
+
+// AtomicSourcesPerTarget is how many sources export to one target at once (0: every
+// source at once, as before 2026-11-28; bench/scale's operator-asm-all). A source
+// pauses its writes at the end of each job until the target has caught up with it and
+// claimed the slots, then deletes the job's keys, so the target's pace is every source's
+// write pause: with every old master exporting at once (a scale-out), the target applied
+// three streams while it was to answer each source's hand-off, and the sources' forks
+// and streams took the cores the hand-offs and deletions needed. One source at a time
+// keeps that stall short (bench/README.md); the servers still move keys far faster than
+// MIGRATE. A variable for the tests and the bench.
+var AtomicSourcesPerTarget = 1
+
+// atomicRun is one step of the atomic mover.
+type atomicRun struct {
+	f     Factory
+	req   ScaleRequest
+	addr  map[string]string // node ID -> address
+	jobs  map[string][]SlotMigration
+	began time.Time
+	// todo are the chunks not started yet, in plan order; open those started or adopted
+	// and not ended.
+	todo, open []*atomicPair
+	// failed are the sources and targets whose job failed in this step: the next step
+	// starts them again (until recentFailures says they failed too often), not this one.
+	failed map[[2]string]bool
+	gaveUp error
+	prog   ScaleProgress
+	// sent: start sent its first jobs (or had none to send).
+	sent bool
+}
+
+// newAtomicRun cuts the moves into chunks (atomicPair.chunks): a chunk a running job
+// covers is adopted, one that failed too often gives the run its *AtomicMigrationError,
+// the others are to start.
+func newAtomicRun(ctx context.Context, f Factory, st *topology.ClusterState, moves []topology.SlotMove, req ScaleRequest,
+	jobs map[string][]SlotMigration, mem map[string]topology.Memory) *atomicRun {
+	r := &atomicRun{f: f, req: req, addr: topology.AddrsByID(st), jobs: jobs, began: time.Now(), failed: map[[2]string]bool{},
+		prog: ScaleProgress{Phase: PhaseMigrating, Remaining: len(moves), Mover: MoverAtomic}}
 	whole, _ := pairsOf(moves)
 	loads := sourceLoads(ctx, f, st, moves, mem)
-	var pairs []*atomicPair
-	for _, p := range whole {
-		pairs = append(pairs, p.chunks(loads[p.from])...)
-	}
-	// Start the pairs no running job covers, unless they failed too often.
-	started := time.Now()
-	var starts = map[string][]AtomicJob{}
-	startedPair := map[*atomicPair]bool{}
-	var gaveUp error
-	for _, p := range pairs {
-		if running(jobs[p.from], p) {
-			continue
-		}
-		if n, msg := recentFailures(jobs[p.from], p, started); n >= atomicAttempts {
-			if gaveUp == nil {
-				gaveUp = &AtomicMigrationError{Source: addr[p.from], Target: addr[p.to], Failures: n, Message: msg}
+	for _, w := range whole {
+		for _, p := range w.chunks(loads[w.from]) {
+			if running(jobs[p.from], p) {
+				r.open = append(r.open, p)
+				continue
 			}
-			continue
+			if n, msg := recentFailures(jobs[p.from], p, r.began); n >= atomicAttempts {
+				if r.gaveUp == nil {
+					r.gaveUp = &AtomicMigrationError{Source: r.addr[p.from], Target: r.addr[p.to], Failures: n, Message: msg}
+				}
+				continue
+			}
+			r.todo = append(r.todo, p)
 		}
-		if req.stopped() {
-			continue
-		}
-		starts[p.from] = append(starts[p.from], AtomicJob{Slots: rangesOf(p.slots), Target: p.to})
-		startedPair[p] = true
 	}
+	return r
+}
+
+// spent: the budget is spent or the caller asked the step to end.
+func (r *atomicRun) spent() bool {
+	return r.req.Budget > 0 && time.Since(r.began) > r.req.Budget || r.req.stopped()
+}
+
+// start sends the chunks the limits allow, every chunk of one source and target in one
+// CLUSTER MIGRATESLOTS (the source snapshots them one after the other), the sources in
+// parallel: a target takes a new source while fewer than AtomicSourcesPerTarget export
+// to it. Nothing starts once Stop says so, nor after the first call once the budget is
+// spent (a step with no budget left still starts its first jobs, which go on in the
+// servers).
+func (r *atomicRun) start(ctx context.Context) error {
+	if r.req.stopped() || r.sent && r.spent() {
+		return nil
+	}
+	r.sent = true
+	exporting := map[string]map[string]bool{} // target -> its sources now
+	for _, p := range r.open {
+		addTo(exporting, p.to, p.from)
+	}
+	starts := map[string][]AtomicJob{}
+	var left []*atomicPair
+	for _, p := range r.todo {
+		srcs := exporting[p.to]
+		if r.failed[[2]string{p.from, p.to}] || !srcs[p.from] && AtomicSourcesPerTarget > 0 && len(srcs) >= AtomicSourcesPerTarget {
+			left = append(left, p)
+			continue
+		}
+		addTo(exporting, p.to, p.from)
+		starts[p.from] = append(starts[p.from], AtomicJob{Slots: rangesOf(p.slots), Target: p.to})
+		r.open = append(r.open, p)
+	}
+	r.todo = left
+	return r.send(ctx, starts)
+}
+
+func addTo(m map[string]map[string]bool, k, v string) {
+	if m[k] == nil {
+		m[k] = map[string]bool{}
+	}
+	m[k][v] = true
+}
+
+// send sends each source its jobs, in parallel.
+func (r *atomicRun) send(ctx context.Context, starts map[string][]AtomicJob) error {
 	var mu sync.Mutex
 	var startErr error
 	var wg sync.WaitGroup
 	for from, js := range starts {
-		m := f.For(addr[from])
+		m := r.f.For(r.addr[from])
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -79,55 +174,43 @@ func migrateAtomic(ctx context.Context, f Factory, st *topology.ClusterState, mo
 		}()
 	}
 	wg.Wait()
-	if startErr != nil {
-		return prog, startErr
-	}
-	// Wait for the pairs' jobs, started now or adopted: a pair is done when its source's
-	// newest job for it has ended.
+	return startErr
+}
+
+// collect reads the open chunks' sources' jobs and ends the chunks whose source's newest
+// job for them has ended: a success counts their slots and keys (the target's
+// COUNTKEYSINSLOT of them), a failure or a cancellation leaves the slots with the source
+// and is reported.
+func (r *atomicRun) collect(ctx context.Context) error {
 	sources := map[string]string{}
-	var open []*atomicPair
-	for _, p := range pairs {
-		if running(jobs[p.from], p) || startedPair[p] {
-			open = append(open, p)
-			sources[p.from] = addr[p.from]
-		}
+	for _, p := range r.open {
+		sources[p.from] = r.addr[p.from]
 	}
-	for len(open) > 0 {
-		if req.Budget > 0 && time.Since(started) > req.Budget || req.stopped() {
-			break
-		}
-		if err := sleepCtx(ctx, atomicPoll); err != nil {
-			break
-		}
-		var err error
-		if jobs, err = readJobs(ctx, f, sources); err != nil {
-			return prog, err
-		}
-		var still []*atomicPair
-		for _, p := range open {
-			j, ok := newestJob(jobs[p.from], p)
-			switch {
-			case !ok || !j.Finished():
-				still = append(still, p)
-			case j.State == "success":
-				prog.MovedSlots += len(p.slots)
-				prog.Remaining -= len(p.slots)
-				if n, err := f.For(addr[p.to]).CountKeysInSlots(ctx, p.slots); err == nil {
-					prog.MovedKeys += int(n)
-				}
-			default:
-				// Failed or cancelled: the slots are still the source's, and the next step
-				// starts the pair again, until recentFailures says it failed too often.
-				if gaveUp == nil {
-					gaveUp = fmt.Errorf("slot migration %s from %s to %s %s: %s", j.Name, addr[p.from], addr[p.to], j.State, j.Message)
-				}
+	var err error
+	if r.jobs, err = readJobs(ctx, r.f, sources); err != nil {
+		return err
+	}
+	var still []*atomicPair
+	for _, p := range r.open {
+		j, ok := newestJob(r.jobs[p.from], p)
+		switch {
+		case !ok || !j.Finished():
+			still = append(still, p)
+		case j.State == "success":
+			r.prog.MovedSlots += len(p.slots)
+			r.prog.Remaining -= len(p.slots)
+			if n, err := r.f.For(r.addr[p.to]).CountKeysInSlots(ctx, p.slots); err == nil {
+				r.prog.MovedKeys += int(n)
+			}
+		default:
+			// Failed or cancelled: the slots are still the source's, and the next step
+			// starts the pair again, until recentFailures says it failed too often.
+			r.failed[[2]string{p.from, p.to}] = true
+			if r.gaveUp == nil {
+				r.gaveUp = fmt.Errorf("slot migration %s from %s to %s %s: %s", j.Name, r.addr[p.from], r.addr[p.to], j.State, j.Message)
 			}
 		}
-		open = still
 	}
-	var ame *AtomicMigrationError
-	if errors.As(gaveUp, &ame) || gaveUp != nil && prog.MovedSlots == 0 {
-		return prog, gaveUp
-	}
-	return prog, nil
+	r.open = still
+	return nil
 }
