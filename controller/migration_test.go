@@ -33,6 +33,7 @@ type migrationRun struct {
 	rc      *redisv1alpha1.RedisCluster
 	mu      sync.Mutex
 	servers []*redistest.Server
+	cfg     redistest.Config // how servers start
 	r       *framework.Router
 	w       *framework.Writer
 
@@ -43,10 +44,17 @@ type migrationRun struct {
 
 func startMigrationRun(t *testing.T, edit func(*redisv1alpha1.RedisCluster)) *migrationRun {
 	t.Helper()
+	return startMigrationRunOn(t, redistest.Config{}, edit)
+}
+
+// startMigrationRunOn is startMigrationRun on servers started with cfg (another server's
+// binary); the servers a scale-out adds are started with it too.
+func startMigrationRunOn(t *testing.T, cfg redistest.Config, edit func(*redisv1alpha1.RedisCluster)) *migrationRun {
+	t.Helper()
 	h := newHarness(t)
 	h.r.Options.ScaleTimeout = 10 * time.Minute // a rate-limited, paused migration outlives the default minute
-	rc, servers := formClusterOn(t, h, redistest.Config{}, edit)
-	m := &migrationRun{t: t, h: h, rc: rc, servers: servers}
+	rc, servers := formClusterOn(t, h, cfg, edit)
+	m := &migrationRun{t: t, h: h, rc: rc, servers: servers, cfg: cfg}
 	m.r = framework.NewRouter(func(context.Context) ([]string, error) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
@@ -90,7 +98,7 @@ func (m *migrationRun) scaleOutTo8(edit func(*redisv1alpha1.RedisClusterSpec)) {
 		}
 	})
 	m.h.reconcileUntil(m.rc, redisv1alpha1.PhaseScaling, 5)
-	added := redistest.Start(m.t, 2, redistest.Config{})
+	added := redistest.Start(m.t, 2, m.cfg)
 	startPodsFrom(m.t, m.rc, 6, added)
 	m.mu.Lock()
 	m.servers = append(m.servers, added...)

@@ -72,8 +72,15 @@ func TestAtomicScaleOutAndInKeepsKeys(t *testing.T) {
 
 	w := startTLSWriter(t, members, nil)
 	began := time.Now()
+	imports := watchImports(t, f, members[6:8])
 	moved, steps := scaleAtomic(t, f, members, ScaleRequest{Masters: 4, ReplicasPerMaster: 1, Keep: 8, Budget: 2 * time.Second})
 	out := time.Since(began)
+	atOnce, sources := imports()
+	t.Logf("the new master imported from %d sources, at most %d at once", sources, atOnce)
+	if atOnce > AtomicSourcesPerTarget || sources < 2 {
+		t.Errorf("the new master imported from %d sources at once (%d in all), want at most %d at once and every old master in turn",
+			atOnce, sources, AtomicSourcesPerTarget)
+	}
 	began = time.Now()
 	back, _ := scaleAtomic(t, f, members, ScaleRequest{Masters: 3, ReplicasPerMaster: 1, Keep: 6, Budget: 2 * time.Second})
 	in := time.Since(began)
@@ -97,6 +104,40 @@ func TestAtomicScaleOutAndInKeepsKeys(t *testing.T) {
 		t.Fatalf("after scale-in: open slots %v, covered %v, %d masters", !st.NoOpenSlots(), st.AllSlotsCovered(), st.Masters())
 	}
 	assertNoRunningJobs(t, f, members[:6])
+}
+
+// watchImports reads the nodes' jobs every 5 ms until the returned function is called,
+// which reports the most sources whose imports one node ran at once, and how many
+// sources were seen in all.
+func watchImports(t *testing.T, f Factory, nodes []topology.Member) func() (int, int) {
+	t.Helper()
+	stop, done := make(chan struct{}), make(chan struct{})
+	atOnce, seen := 0, map[string]bool{}
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			for _, n := range nodes {
+				jobs, _ := f.For(n.Addr).SlotMigrations(context.Background())
+				now := map[string]bool{}
+				for _, j := range jobs {
+					if j.Operation == "IMPORT" && !j.Finished() && j.Source != "" {
+						now[j.Source], seen[j.Source] = true, true
+					}
+				}
+				atOnce = max(atOnce, len(now))
+			}
+		}
+	}()
+	return func() (int, int) {
+		close(stop)
+		<-done
+		return atOnce, len(seen)
+	}
 }
 
 // nodeJob is one job of CLUSTER GETSLOTMIGRATIONS and the node that reported it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -101,6 +102,16 @@ func (c *cluster) close() {
 	c.f.Close()
 	redistest.StopAll(c.servers)
 	os.RemoveAll(c.dir)
+}
+
+// keepLogs copies every server's log to dir as NAME-N.log (-logs).
+func (c *cluster) keepLogs(dir, name string) {
+	_ = os.MkdirAll(dir, 0o755)
+	for i, s := range c.servers {
+		if b, err := os.ReadFile(filepath.Join(s.Dir, "redis.log")); err == nil {
+			_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%d.log", name, i)), b, 0o644)
+		}
+	}
 }
 
 func (c *cluster) addrs() []string { return redistest.Addrs(c.servers) }

@@ -35,6 +35,10 @@ import (
 
 var verbose bool
 
+// keepLogs, when set (-logs), is where each round's server logs are copied before its
+// servers are removed (Valkey's log has the slot migrations' state changes, to the ms).
+var keepLogs string
+
 type config struct {
 	keys, valueSize, pipeline int
 	budget, nodeTimeout       time.Duration
@@ -52,8 +56,9 @@ func main() {
 	flag.DurationVar(&cfg.budget, "budget", 2*time.Second, "ScaleRequest.Budget of one operator step (the controller's scaleBudget)")
 	flag.DurationVar(&cfg.nodeTimeout, "node-timeout", 5*time.Second, "cluster-node-timeout of every server (the pods' value)")
 	flag.StringVar(&cfg.redisCli, "redis-cli", "/usr/bin/redis-cli", "redis-cli binary")
-	flag.BoolVar(&verbose, "v", false, "print every operator step")
-	only := flag.String("only", "", "run only these methods, comma-separated (redis-cli, operator, redis-cli-pods, operator-pods, devcluster; with -valkey: valkey-cli, operator-asm, operator-legacy), e.g. to profile one; devcluster also needs -devcluster")
+	flag.BoolVar(&verbose, "v", false, "print every operator step, and each move's longest write gap with its shard and times")
+	flag.StringVar(&keepLogs, "logs", "", "copy every server's log to this directory (ROUND-METHOD-N.log) before its servers are removed")
+	only := flag.String("only", "", "run only these methods, comma-separated (redis-cli, operator, redis-cli-pods, operator-pods, devcluster; with -valkey: valkey-cli, operator-asm, operator-asm-all, operator-legacy), e.g. to profile one; devcluster also needs -devcluster")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this program (redis.Scale runs in it) to this file")
 	valkey := flag.Bool("valkey", false, "run on Valkey 9.1 (the project's image, bin/images/valkey-9.1.tar): valkey-cli --cluster rebalance vs the operator's atomic slot migration (CLUSTER MIGRATESLOTS) vs its legacy MIGRATE mover, on plain servers")
 	onDevcluster := flag.Bool("devcluster", false, "also scale the demo RedisCluster 6 -> 8 -> 6 pods through the operator on the devcluster")
@@ -108,9 +113,20 @@ func main() {
 }
 
 // valkeyMethods are -valkey's: valkey-cli (9.1.2's still moves keys with MIGRATE), the
-// operator with the servers' own migration, and the operator's legacy mover forced.
+// operator with the servers' own migration, the same with every source exporting to a
+// target at once (redis.AtomicSourcesPerTarget 0, the mover before 2026-11-28), and the
+// operator's legacy mover forced.
 var valkeyMethods = []method{{"valkey-cli", cliOut, cliIn, false}, {"operator-asm", opOut, opIn, false},
-	{"operator-legacy", legacy(opOut), legacy(opIn), false}}
+	{"operator-asm-all", allSources(opOut), allSources(opIn), false}, {"operator-legacy", legacy(opOut), legacy(opIn), false}}
+
+// allSources runs move with every source of a target exporting at once.
+func allSources(move func(context.Context, *cluster, config) error) func(context.Context, *cluster, config) error {
+	return func(ctx context.Context, c *cluster, cfg config) error {
+		defer func(n int) { redis.AtomicSourcesPerTarget = n }(redis.AtomicSourcesPerTarget)
+		redis.AtomicSourcesPerTarget = 0
+		return move(ctx, c, cfg)
+	}
+}
 
 // legacy runs move with the legacy mover forced (ScaleRequest.LegacyMover).
 func legacy(move func(context.Context, *cluster, config) error) func(context.Context, *cluster, config) error {
@@ -281,6 +297,9 @@ func runRound(ctx context.Context, cfg config, m method, perSlot []int, prefix s
 		return nil, err
 	}
 	defer c.close()
+	if keepLogs != "" {
+		defer c.keepLogs(keepLogs, prefix+"-"+m.name)
+	}
 	if err := c.load(ctx, cfg.keys, cfg.valueSize); err != nil {
 		return nil, fmt.Errorf("failed to load keys: %w", err)
 	}
@@ -347,6 +366,11 @@ func timeMove(ctx context.Context, c *cluster, cfg config, move func(context.Con
 		return res, err
 	}
 	res.cpu, res.gap, res.acked, res.failed, res.errors = cpu1-cpu0, rep.LongestGap, rep.Acked, rep.Failed, rep.Errors
+	if verbose {
+		fmt.Printf("  longest write gap %v ended at %.3f (Unix time), per shard %v, slowest slot table read %v\n",
+			rep.LongestGap, float64(rep.GapEnded.UnixNano())/1e9, rep.Gaps, rep.SlowestRead)
+		printGaps(w.Records())
+	}
 	if err := c.settle(ctx); err != nil {
 		return res, err
 	}
@@ -467,7 +491,7 @@ func report(all []result) {
 			return out
 		}
 		fmt.Printf("\nscale-%s, medians         keys/s   moving keys/s   moving s   cores busy   then s (max)   longest gap   redis CPU µs/key\n", dir)
-		for _, m := range []string{"redis-cli", "operator", podCliMethod, podOpMethod, devclusterMethod, "valkey-cli", "operator-asm", "operator-legacy"} {
+		for _, m := range []string{"redis-cli", "operator", podCliMethod, podOpMethod, devclusterMethod, "valkey-cli", "operator-asm", "operator-asm-all", "operator-legacy"} {
 			rs := of(m)
 			if len(rs) == 0 {
 				continue
@@ -481,7 +505,8 @@ func report(all []result) {
 				median(pick(rs, func(r result) float64 { return float64(r.cpu.Microseconds()) / float64(max(r.moved, 1)) })))
 		}
 		for _, p := range [][2]string{{"operator", "redis-cli"}, {podOpMethod, podCliMethod}, {devclusterMethod, podCliMethod},
-			{"operator-asm", "valkey-cli"}, {"operator-legacy", "valkey-cli"}, {"operator-asm", "operator-legacy"}} {
+			{"operator-asm", "valkey-cli"}, {"operator-asm-all", "valkey-cli"}, {"operator-legacy", "valkey-cli"},
+			{"operator-asm", "operator-legacy"}, {"operator-asm", "operator-asm-all"}} {
 			rs, refs := of(p[0]), of(p[1])
 			if len(rs) == 0 || len(refs) == 0 {
 				continue
@@ -550,4 +575,33 @@ func maxOf(xs []float64) float64 {
 		m = max(m, x)
 	}
 	return m
+}
+
+// printGaps prints each shard's longest time without an acknowledged write (-v): when it
+// began and ended (Unix time, to match with the servers' logs), and when the write that
+// ended it was sent, so a write that waited in a server (sent early, acknowledged late)
+// shows apart from writes that failed or waited on the client.
+func printGaps(records []framework.WriteRecord) {
+	type gap struct {
+		from, to, sent time.Time
+		failed         int
+	}
+	last, longest, failed := map[string]time.Time{}, map[string]gap{}, map[string]int{}
+	for _, r := range records {
+		f := strings.Split(r.Key, ":")
+		shard := f[len(f)-2]
+		if r.Acked.IsZero() {
+			failed[shard]++
+			continue
+		}
+		if from, ok := last[shard]; ok && r.Acked.Sub(from) > longest[shard].to.Sub(longest[shard].from) {
+			longest[shard] = gap{from, r.Acked, r.Sent, failed[shard]}
+		}
+		last[shard], failed[shard] = r.Acked, 0
+	}
+	unix := func(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+	for shard, g := range longest {
+		fmt.Printf("    shard %s: %v from %.3f to %.3f, its last write sent at %.3f (%v before its ack), %d failed writes in it\n",
+			shard, g.to.Sub(g.from).Round(time.Millisecond), unix(g.from), unix(g.to), unix(g.sent), g.to.Sub(g.sent).Round(time.Millisecond), g.failed)
+	}
 }

@@ -77,18 +77,7 @@ func TestAtomicSlotMigration(t *testing.T) {
 		t.Fatalf("kubectl scale: %v: %s", err, out)
 	}
 	target := waitForJob(ctx, t, f.ns, "IMPORT")
-	self, addrs := nodesOf(ctx, t, f.ns)
-	replica, targetID := "", self[target].ID
-	for pod, n := range self {
-		if n.Replica && n.MasterID == targetID {
-			replica = pod
-		}
-	}
-	if replica == "" {
-		t.Fatalf("the target %s has no replica", target)
-	}
-	attempts := failOverUntilPromoted(ctx, t, addrs[replica])
-	t.Logf("CLUSTER FAILOVER on %s, replica of %s which imports slots: promoted after %d attempt(s)", replica, target, attempts)
+	failOverMaster(ctx, t, f.ns, target, "imports slots")
 	if err := stack.WaitForObservedPhase(ctx, f.ns, "demo", "Running", 4*time.Minute); err != nil {
 		t.Fatalf("%v; reason: %s", err, getCluster(ctx, t, f.ns, "demo").Status.Reason)
 	}
@@ -117,6 +106,24 @@ func slowSnapshots(ctx context.Context, t *testing.T, ns string, us int) {
 			t.Fatalf("%s: CONFIG SET rdb-key-save-delay: %v", pod, err)
 		}
 	}
+}
+
+// failOverMaster promotes the replica of the master pod with CLUSTER FAILOVER; doing says
+// what the master was doing, for the log.
+func failOverMaster(ctx context.Context, t *testing.T, ns, pod, doing string) {
+	t.Helper()
+	self, addrs := nodesOf(ctx, t, ns)
+	replica := ""
+	for p, n := range self {
+		if n.Replica && n.MasterID == self[pod].ID {
+			replica = p
+		}
+	}
+	if replica == "" {
+		t.Fatalf("the master %s has no replica", pod)
+	}
+	attempts := failOverUntilPromoted(ctx, t, addrs[replica])
+	t.Logf("CLUSTER FAILOVER on %s, replica of %s which %s: promoted after %d attempt(s)", replica, pod, doing, attempts)
 }
 
 // kept: the pods a resize back to 6 keeps.
