@@ -42,7 +42,7 @@ fi
 # The e2e output is long; when a test fails, its own last lines are printed again at the
 # end, so the tail of the log (all a CI summary may keep) says what failed and why.
 e2e_log=$(mktemp)
-if ! go test -tags e2e -count=1 -p 1 -timeout 60m -v ./test/e2e/... 2>&1 | tee "$e2e_log"; then
+if ! go test -tags e2e -count=1 -p 1 -parallel 4 -timeout 60m -v ./test/e2e/... 2>&1 | tee "$e2e_log"; then
 	echo
 	echo "=== What failed: the last lines of each failed test"
 	awk '
