@@ -41,7 +41,10 @@ $(HELM):
 	ln -sf $(notdir $@) $(BIN)/helm
 
 .PHONY: tools
-tools: $(CONTROLLER_GEN) $(CUE) $(HELM) devcluster-bins runtime-bins redis-server ## Install every pinned tool
+tools: codegen-tools $(HELM) devcluster-bins runtime-bins redis-server ## Install every pinned tool
+
+.PHONY: codegen-tools
+codegen-tools: $(CONTROLLER_GEN) $(CUE) ## Install controller-gen and cue, what the generated-files check needs
 
 .PHONY: devcluster-bins
 devcluster-bins: ## Build kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl and etcd from Go modules

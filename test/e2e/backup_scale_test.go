@@ -32,6 +32,7 @@ const (
 // millisecond), every write acknowledged before the cut is there, none sent after it is,
 // and redis-cli --cluster check passes.
 func TestBackupAMillionKeys(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const ns = "backup-scale"
 	operator(t)

@@ -37,6 +37,7 @@ const backupKeys = 100000
 // every write acknowledged before the pause began is there, none sent after it ended is,
 // and redis-cli --cluster check passes.
 func TestBackupCutAndRestoreIntoOtherShapes(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const ns = "backup"
 	formDemo(ctx, t, ns, nil)
@@ -352,6 +353,7 @@ func clusterCheck(t *testing.T, name, addr, password string) {
 // schedule more often than every 10 s is refused at apply time. Deleting the schedule
 // leaves its backups; deleting them (deletionPolicy Delete) empties the bucket.
 func TestBackupScheduleKeepsTheLastTwo(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const ns = "backup-schedule"
 	formDemo(ctx, t, ns, nil)

@@ -31,6 +31,7 @@ func withExporter(u *unstructured.Unstructured) {
 // TLS, and scrapes each: redis_up 1 and the cluster's own metrics. Its /scrape endpoint, which
 // would dial any target with the exporter's credentials, is off.
 func TestExporterSidecarServesMetrics(t *testing.T) {
+	t.Parallel()
 	t.Run("no password", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()

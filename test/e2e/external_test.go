@@ -115,6 +115,7 @@ func waitExternal(ctx context.Context, t *testing.T, ns string, want int, allowe
 // master's pod, with faultKeys keys loaded first; no key and no acknowledged write may be
 // lost. redis-cli -c follows a MOVED through a node port.
 func TestExternalAccessNodePort(t *testing.T) {
+	t.Parallel()
 	testStart := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()

@@ -87,6 +87,7 @@ func (d *nameDialer) dial(ctx context.Context, network, addr string) (net.Conn, 
 // deletion of a master's pod: every redirect names a name of the domain, no key and no
 // acknowledged write is lost.
 func TestExternalAccessTLSHostnames(t *testing.T) {
+	t.Parallel()
 	testStart := time.Now()
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)

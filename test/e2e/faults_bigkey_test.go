@@ -67,6 +67,7 @@ func loadBigKey(ctx context.Context, t *testing.T, addr, key string, n int) {
 // restores) for the whole MIGRATE: the writer's longest gap on that shard is that block,
 // reported here and in docs/guarantees.md.
 func TestFaultBigKeyMoves(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	f := startFault(ctx, t, "fault-big-key", withMemory)

@@ -83,6 +83,7 @@ func openForeignSlot(ctx context.Context, t *testing.T, ns string) int {
 // A reshard someone else started and abandoned, on a Running cluster: healing finishes the
 // slot as redis-cli --cluster fix does; then a scale-out and back runs through.
 func TestFaultForeignOpenSlotThenScale(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	f := startFault(ctx, t, "fault-foreign-slot", nil)
@@ -181,6 +182,7 @@ func nodesOf(ctx context.Context, t *testing.T, ns string) (map[string]topology.
 // migration is capped at 5,000 keys/s so the delete lands while slots move (unthrottled,
 // the ~28k keys of the new masters can be moved before the first MigrateSlots event).
 func TestFaultNewMasterDeletedMidMigration(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	f := startFault(ctx, t, "fault-new-master", withMaxKeysPerSecond(5000))
@@ -223,6 +225,7 @@ func TestFaultNewMasterDeletedMidMigration(t *testing.T) {
 // scale-out: the promoted replica holds the MIGRATING side now, and the move is finished
 // from there, with no key on a node that does not own its slot.
 func TestFaultSourceFailoverWhileSlotOpen(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	f := startFault(ctx, t, "fault-src-failover", nil)
@@ -271,6 +274,7 @@ func TestFaultSourceFailoverWhileSlotOpen(t *testing.T) {
 // turns replica, dropping its own. The move is finished from the source to the promoted
 // replica, with no key on a node that does not own its slot and no marker left.
 func TestFaultTargetFailoverWhileSlotOpen(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	f := startFault(ctx, t, "fault-dst-failover", nil)

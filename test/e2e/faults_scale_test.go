@@ -16,6 +16,7 @@ import (
 // size the RedisCluster holds) with a Warning Reverted, the pods come back (empty: the
 // demo uses emptyDir) and healing joins them. No key and no acknowledged write may be lost.
 func TestFaultStatefulSetScaledByHand(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	g := NewWithT(t)

@@ -197,6 +197,7 @@ func TestFaultMasterPodDeleted(t *testing.T) {
 // hostPath is left out: a pod that lands on another node finds that node's directory, not
 // its own (docs/data.md), so every pod at once is the loss of a whole cluster's volumes.
 func TestFaultAllPodsDeleted(t *testing.T) {
+	t.Parallel()
 	for _, v := range faultVolumes[2:] {
 		t.Run(v.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -220,6 +221,7 @@ func TestFaultAllPodsDeleted(t *testing.T) {
 // yet copied to its replica, or not yet fsynced (appendfsync everysec), may be lost: that
 // is Redis' asynchronous replication, measured here, not healing. No pre-loaded key may go.
 func TestFaultMasterProcessKilled(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	f := startFault(ctx, t, "fault-kill", nil)

@@ -27,6 +27,7 @@ import (
 // the spec back must bring every pod back Ready on the old revision with no pod deleted by
 // hand, and no pre-loaded key or acknowledged write lost.
 func TestFaultBrokenTemplateReverted(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	f := startFault(ctx, t, "fault-broken-template", nil)
@@ -127,6 +128,7 @@ func upgradeEvents(ctx context.Context, t *testing.T, ns, name string) (restarts
 // the slot must be finished first (as redis-cli --cluster fix does), then the roll goes
 // through; it must not wait for ever.
 func TestFaultForeignOpenSlotThenUpgrade(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	f := startFault(ctx, t, "fault-foreign-upgrade", nil)

@@ -162,6 +162,7 @@ func formHealCluster(ctx context.Context, t *testing.T, ns, name string, mutate 
 // cluster; with every pod deleted at once a master and its replica may both move, and their
 // slots' keys are gone: see docs/data.md.)
 func TestHealingPodsBackAtNewAddresses(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	ns, name := "e2e-heal", "demo"
@@ -204,6 +205,7 @@ func TestHealingPodsBackAtNewAddresses(t *testing.T) {
 // comes back empty, as a new node; it must be joined as a replica and the node it replaces
 // forgotten everywhere.
 func TestHealingEmptyReplicaPod(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	ns, name := "e2e-heal-empty", "demo"

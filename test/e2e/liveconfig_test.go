@@ -31,6 +31,7 @@ import (
 // with no pre-loaded key and no acknowledged write lost, and the longest write gap logged.
 // It also runs docs/usage.md's `kubectl wait` for Ready.
 func TestLiveConfigChangesNoPod(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	ns, name := "e2e-liveconfig", "demo"

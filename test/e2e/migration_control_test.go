@@ -64,6 +64,7 @@ func slotOwners(ctx context.Context, t *testing.T, ns string) map[string]string 
 // kubectl get shows the progress and "paused at"; while paused the slots stay where they
 // are, none open and no key on a master that does not own its slot; un-pausing finishes.
 func TestMigrationPauseResumeRateLimited(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	g := NewWithT(t)
@@ -110,6 +111,7 @@ func TestMigrationPauseResumeRateLimited(t *testing.T) {
 // The default (no cap on keys per second): a plain scale-out 6 → 8 and back to 6 with the
 // writer running, for the longest write gap the default gives.
 func TestMigrationDefaultRateWriteGap(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	f := startFault(ctx, t, "migration-default", nil)
@@ -127,6 +129,7 @@ func TestMigrationDefaultRateWriteGap(t *testing.T) {
 // once slots have moved. The slots go back to the old masters, the new nodes are removed
 // and the StatefulSet shrinks to 6; every key is kept.
 func TestMigrationAbortScaleOut(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	f := startFault(ctx, t, "migration-abort", withMaxKeysPerSecond(2000))
@@ -149,6 +152,7 @@ func TestMigrationAbortScaleOut(t *testing.T) {
 // AssignReceive end to end: 6 → 8 with one entry giving the new master 3000 slots from
 // demo-0 and demo-1; demo-2 keeps every slot it had.
 func TestMigrationAssignReceive(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	g := NewWithT(t)

@@ -214,6 +214,7 @@ func TestReapplyOverKeptData(t *testing.T) {
 // the pods keep serving, the CR applied again adopts the StatefulSet and pods (same pods,
 // same addresses) and is Running, and every preloaded key and acknowledged write is there.
 func TestReapplyAfterOrphanDelete(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	ns, name := "e2e-reapply-orphan", "demo"

@@ -76,10 +76,8 @@ func operator(t *testing.T) *framework.Operator {
 	if operatorErr != nil {
 		t.Fatalf("failed to start the operator: %v", operatorErr)
 	}
-	if !operatorProc.Running() {
-		if err := operatorProc.Restart(); err != nil {
-			t.Fatalf("failed to restart the operator: %v", err)
-		}
+	if err := operatorProc.EnsureRunning(); err != nil {
+		t.Fatalf("failed to restart the operator: %v", err)
 	}
 	t.Logf("operator log: %s", operatorProc.Logs)
 	t.Cleanup(func() {

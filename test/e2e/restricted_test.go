@@ -29,6 +29,7 @@ const securityKeys = 20_000
 // is refused while the first is away, and allowed again once the cluster is whole. No
 // acknowledged write is lost.
 func TestRestrictedNamespaceAndDisruptionBudget(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	g := NewWithT(t)

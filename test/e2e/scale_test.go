@@ -22,6 +22,7 @@ const scaleKeys = 500
 // 6 → 8 pods gives 4 masters of ~4096 slots with a replica each, 8 → 6 gives 3 masters
 // again, every node knowing exactly the 6 left; no key is lost either way.
 func TestScaleOutAndIn(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	ns, name := "e2e-scale", "demo"

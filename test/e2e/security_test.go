@@ -161,6 +161,7 @@ func replicaLinks(ctx context.Context, t *testing.T, ns, password string) map[st
 // stays up, and the old password is refused. A deleted Secret is a Warning and a status
 // reason while the cluster keeps serving on the last password.
 func TestPasswordNowhereButSecretsAndRotation(t *testing.T) {
+	t.Parallel()
 	g := NewWithT(t)
 	ctx := context.Background()
 	const ns = "e2e-security"

@@ -47,6 +47,7 @@ var (
 // and fails each master over to an upgraded replica, so full syncs go from old to new).
 // The three clusters roll at the same time.
 func TestServerUpgrades(t *testing.T) {
+	t.Parallel()
 	chains := []struct {
 		name  string
 		steps []serverImage

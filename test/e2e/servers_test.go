@@ -63,6 +63,7 @@ func withMatrixServer(u *unstructured.Unstructured) error {
 // says it runs that server, in INFO server and in the status, and every exporter reports
 // redis_up 1.
 func TestServers(t *testing.T) {
+	t.Parallel()
 	for _, s := range servers {
 		t.Run(strings.ReplaceAll(s.server, " ", "-"), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)

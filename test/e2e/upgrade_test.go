@@ -105,6 +105,7 @@ func (w *writer) run(ctx context.Context, ns, name string, stop <-chan struct{},
 // template change) and expects Upgrading then Running, every pod on the new revision and
 // running with the new setting, every key kept, and the failovers reported as events.
 func TestUpgradeFailsMastersOverBeforeRestart(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	ns, name := "e2e-upgrade", "demo"

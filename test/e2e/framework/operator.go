@@ -22,6 +22,9 @@ type Operator struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{}
+	// ensure serialises EnsureRunning: tests running in parallel that each find the
+	// process gone must start one operator between them, not kill each other's.
+	ensure sync.Mutex
 }
 
 // StartOperator builds `go build -o bin/manager .` and runs it with --kubeconfig and args.
@@ -123,6 +126,17 @@ func (o *Operator) signal(sig syscall.Signal) error {
 		<-done
 	}
 	return nil
+}
+
+// EnsureRunning starts the operator again with the same arguments when it has exited (a test
+// before stopped it); one running is left alone. Safe to call from tests running in parallel.
+func (o *Operator) EnsureRunning() error {
+	o.ensure.Lock()
+	defer o.ensure.Unlock()
+	if o.Running() {
+		return nil
+	}
+	return o.start()
 }
 
 // Restart kills the operator and starts it again with the same arguments.
