@@ -62,8 +62,12 @@ func withMatrixServer(u *unstructured.Unstructured) error {
 // pods (4 masters) with MIGRATE; no key and no acknowledged write may be lost. Every instance
 // says it runs that server, in INFO server and in the status, and every exporter reports
 // redis_up 1.
+//
+// Serial: under the load of the parallel tests, Valkey 8.1's scale-out once left the new
+// master's replica with three slots marked importing that its master no longer had (its
+// replicated SETSLOT ... STABLE did not reach it), and the cluster stayed Scaling in
+// FinishingOpenSlots (docs/servers.md, "Known defects").
 func TestServers(t *testing.T) {
-	t.Parallel()
 	for _, s := range servers {
 		t.Run(strings.ReplaceAll(s.server, " ", "-"), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
