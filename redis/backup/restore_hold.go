@@ -2,12 +2,12 @@ package backup
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
 	goredis "github.com/go-redis/redis/v8"
+
+	"github.com/hc-middleware/redis-cluster-operator/redis/failhold"
 )
 
 // Holding failure detection. RESTORE of a big key blocks its master for as long as it
@@ -28,18 +28,22 @@ const (
 	payloadRate = 3 << 20
 )
 
+// hold is the restore's failhold.Hold on every master: raised to restoreHold at the
+// start, further before a big payload (cover).
 type hold struct {
-	mu      sync.Mutex
-	clients map[string]*goredis.Client
-	old     map[string]time.Duration // what to set back, per master raised
-	held    time.Duration
+	*failhold.Hold
+	mu sync.Mutex
 	// big is set once a big payload was sent: its master may just have come back.
 	big bool
 }
 
 func holdDetection(ctx context.Context, clients map[string]*goredis.Client) *hold {
-	h := &hold{clients: clients, old: map[string]time.Duration{}}
-	h.raise(ctx, restoreHold)
+	nodes := make([]failhold.Node, 0, len(clients))
+	for _, c := range clients {
+		nodes = append(nodes, failhold.Client{Client: c})
+	}
+	h := &hold{Hold: failhold.New(nodes)}
+	h.Raise(ctx, restoreHold)
 	return h
 }
 
@@ -47,55 +51,16 @@ func holdDetection(ctx context.Context, clients map[string]*goredis.Client) *hol
 func (h *hold) cover(ctx context.Context, n int) {
 	need := restoreHold + time.Duration(float64(n)/payloadRate*float64(time.Second))
 	h.mu.Lock()
-	held := h.held
 	h.big = true
 	h.mu.Unlock()
-	if need > held {
-		h.raise(ctx, need)
-	}
-}
-
-func (h *hold) raise(ctx context.Context, to time.Duration) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if to <= h.held {
-		return
-	}
-	h.held = to
-	for addr, c := range h.clients {
-		v, err := c.ConfigGet(ctx, "cluster-node-timeout").Result()
-		if err != nil || len(v) != 2 {
-			continue
-		}
-		ms, err := strconv.ParseInt(fmt.Sprint(v[1]), 10, 64)
-		if err != nil || time.Duration(ms)*time.Millisecond >= to {
-			continue
-		}
-		if c.ConfigSet(ctx, "cluster-node-timeout", strconv.FormatInt(to.Milliseconds(), 10)).Err() != nil {
-			continue
-		}
-		if _, ok := h.old[addr]; !ok {
-			h.old[addr] = time.Duration(ms) * time.Millisecond
-		}
-	}
+	h.Raise(ctx, need)
 }
 
 // release sets every raised timeout back, after a big payload a second later, in which
-// the masters hear from the node that was busy (as redis.holdDetection does); with its own
-// context, as the restore's may be spent.
+// the masters hear from the node that was busy (as redis.holdDetection does).
 func (h *hold) release() {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.old) == 0 {
-		return
-	}
-	if h.big {
-		time.Sleep(time.Second)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	for addr, old := range h.old {
-		_ = h.clients[addr].ConfigSet(ctx, "cluster-node-timeout", strconv.FormatInt(old.Milliseconds(), 10)).Err()
-	}
-	h.old = map[string]time.Duration{}
+	big := h.big
+	h.mu.Unlock()
+	h.Release(big)
 }
