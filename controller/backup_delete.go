@@ -40,7 +40,7 @@ func (r *BackupReconciler) finalize(ctx context.Context, b *redisv1alpha1.RedisC
 	}
 	if err != nil || reason != "" {
 		if reason == "" {
-			reason, msg = ReasonS3Error, err.Error()
+			reason, msg = storeErrorReason(dest), err.Error()
 		}
 		r.Recorder.Eventf(b, corev1.EventTypeWarning, ReasonObjectsNotDeleted, "deletionPolicy Delete: the objects under %s/ are not deleted yet: %s: %s; retried in %v (remove the finalizer %s to leave them)",
 			dest.location(dir), reason, msg, objectsRetry, redisv1alpha1.BackupObjectsFinalizer)

@@ -32,7 +32,17 @@ const (
 	ReasonStoreImageUnset = "StoreImageUnset"
 	// ReasonVolumeFull: the claim's volume has no room left for the backup.
 	ReasonVolumeFull = "VolumeFull"
+	// ReasonStoreError: the store pod refused a request or could not be reached.
+	ReasonStoreError = "StoreError"
 )
+
+// storeErrorReason is the reason of an error of d's store: S3Error or StoreError.
+func storeErrorReason(d destination) string {
+	if d.pvc != nil {
+		return ReasonStoreError
+	}
+	return ReasonS3Error
+}
 
 // destination is where a backup's objects are: exactly one of s3 and pvc.
 type destination struct {

@@ -108,8 +108,9 @@ type S3Destination struct {
 }
 
 // PVCDestination is a PersistentVolumeClaim of the backup's namespace. It is mounted by
-// one store pod at a time (a pod of the operator's image, owned by the backup or the
-// restoring cluster, deleted when done): ReadWriteOnce suffices.
+// a store pod (of the operator's image, owned by the backup or the restoring cluster,
+// deleted when done) while the operator writes, reads or deletes files: ReadWriteOnce
+// suffices.
 type PVCDestination struct {
 	// claimName is the PersistentVolumeClaim; it must exist, and be Bound within 2
 	// minutes of the store pod's creation (WaitForFirstConsumer binds it then).
