@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -223,4 +224,20 @@ func TestStorePodNotReadySaysWhy(t *testing.T) {
 	g.Expect(sc.Capabilities.Drop).To(ConsistOf(corev1.Capability("ALL")))
 	g.Expect(psc.SeccompProfile.Type).To(Equal(corev1.SeccompProfileTypeRuntimeDefault))
 	g.Expect(*pod.Spec.AutomountServiceAccountToken).To(BeFalse())
+}
+
+// TestFullVolumeFailsTheBackupNamingTheClaim: the store pod's 507 (ENOSPC on the volume),
+// however wrapped by the upload, is VolumeFull naming spec.pvc.claimName; any other
+// failure, or the same from S3, is UploadFailed.
+func TestFullVolumeFailsTheBackupNamingTheClaim(t *testing.T) {
+	g := NewWithT(t)
+	full := errors.Join(fmt.Errorf("uploading the snapshot of 10.0.0.1:6379: %w", &backup.StoreError{Status: 507, Message: "no space left on the volume"}))
+	pvc := destination{pvc: &redisv1alpha1.PVCDestination{ClaimName: "backups"}, field: "spec.pvc"}
+	reason, msg := failureReason(pvc, full)
+	g.Expect(reason).To(Equal(ReasonVolumeFull))
+	g.Expect(msg).To(HavePrefix("spec.pvc.claimName: the volume of PersistentVolumeClaim backups is full"))
+	reason, _ = failureReason(pvc, errors.New("connection reset"))
+	g.Expect(reason).To(Equal(ReasonUploadFailed))
+	reason, _ = failureReason(destination{s3: &redisv1alpha1.S3Destination{}, field: "spec.s3"}, full)
+	g.Expect(reason).To(Equal(ReasonUploadFailed))
 }
