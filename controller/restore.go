@@ -168,6 +168,12 @@ func (r *Reconciler) beginRestore(ctx context.Context, s *scope, st *redisv1alph
 		r.failRestore(s, st, reason, msg, s.now)
 		return ctrl.Result{}, nil
 	}
+	if reason == ReasonStoreStarting {
+		// The usual first step of a backup on a claim: no Warning, no backoff.
+		st.Reason, st.Message = reason, msg
+		s.reason = fmt.Sprintf("Restore of backup %s: %s", from.Backup, msg)
+		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
+	}
 	if reason != "" {
 		state.waits++
 		st.Reason, st.Message = reason, msg
