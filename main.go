@@ -27,10 +27,19 @@ import (
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 	"github.com/hc-middleware/redis-cluster-operator/controller"
 	"github.com/hc-middleware/redis-cluster-operator/metricsauth"
+	"github.com/hc-middleware/redis-cluster-operator/redis/backup"
 	"github.com/hc-middleware/redis-cluster-operator/render"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "backup-store" {
+		// The process of a store pod, which serves a PersistentVolumeClaim backup destination.
+		if err := backup.RunStoreServer(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == "render" {
 		if err := render.RunCLI(os.Args[2:], os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -85,6 +94,7 @@ func bindFlags(fs *flag.FlagSet, o *options, zapOpts *zap.Options) {
 	fs.DurationVar(&o.syncPeriod, "sync-period", 10*time.Minute, "How often every RedisCluster is reconciled even without a change.")
 	fs.StringVar(&o.namespaces, "namespaces", "", "Comma-separated namespaces to watch; empty watches all.")
 	fs.StringVar(&o.operatorNamespace, "operator-namespace", operatorNamespace(), "Namespace of the operator's pods, which the RedisClusters' NetworkPolicies admit to Redis (default: env POD_NAMESPACE, set by the Downward API, else the ServiceAccount's namespace file; empty: each cluster's own namespace only).")
+	fs.StringVar(&o.controller.StoreImage, "backup-store-image", "", "Image of the store pods that serve PersistentVolumeClaim backup destinations (the operator's own image, run as `manager backup-store`); empty: the image of the operator's own pod (env POD_NAME and POD_NAMESPACE).")
 	fs.DurationVar(&o.controller.CreateTimeout, "create-timeout", 10*time.Minute, "How long Creating may last before the cluster is marked Failed.")
 	fs.DurationVar(&o.controller.ScaleTimeout, "scale-timeout", 30*time.Minute, "How long Scaling may last before the cluster is marked Failed.")
 	fs.DurationVar(&o.controller.UpgradeTimeout, "upgrade-timeout", 30*time.Minute, "How long Upgrading may last before the cluster is marked Failed.")

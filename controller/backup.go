@@ -105,6 +105,7 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	switch b.Status.Phase {
 	case redisv1alpha1.BackupSucceeded, redisv1alpha1.BackupFailed:
 		observeBackupSucceeded(b)
+		r.releaseBackupStore(ctx, b) // left by an operator that stopped meanwhile
 		return ctrl.Result{}, nil
 	case redisv1alpha1.BackupRunning:
 		r.fail(ctx, b, ReasonInterrupted, "the operator restarted while the snapshots were uploading; take another backup")
@@ -135,7 +136,11 @@ func (r *BackupReconciler) wait(ctx context.Context, b *redisv1alpha1.RedisClust
 		return nil
 	}
 	if b.Status.Reason != reason {
-		r.Recorder.Eventf(b, corev1.EventTypeWarning, ReasonBackupWaiting, "%s: %s", reason, msg)
+		kind := corev1.EventTypeWarning
+		if reason == ReasonStoreStarting {
+			kind = corev1.EventTypeNormal // the usual first step of a PVC destination
+		}
+		r.Recorder.Eventf(b, kind, ReasonBackupWaiting, "%s: %s", reason, msg)
 	}
 	return r.updateStatus(ctx, b, func(st *redisv1alpha1.RedisClusterBackupStatus) {
 		if !terminal(st.Phase) {

@@ -23,7 +23,7 @@ func (r *BackupReconciler) start(ctx context.Context, b *redisv1alpha1.RedisClus
 		return ctrl.Result{}, err
 	}
 	if reason != "" {
-		return ctrl.Result{RequeueAfter: backupWaitRequeue}, r.wait(ctx, b, reason, msg)
+		return ctrl.Result{RequeueAfter: waitFor(reason)}, r.wait(ctx, b, reason, msg)
 	}
 	cut, snaps, err := backup.Take(ctx, plan.dialer, plan.addrs, backup.Options{})
 	if w, ok := backup.IsWait(err); ok {
@@ -49,7 +49,16 @@ func (r *BackupReconciler) start(ctx context.Context, b *redisv1alpha1.RedisClus
 		}
 		return ctrl.Result{}, err
 	}
-	r.Recorder.Eventf(b, corev1.EventTypeNormal, ReasonBackupStarted, "Cut %d masters with writes paused %v; uploading to %s/%s", len(snaps), cut.Paused.Round(10*time.Microsecond), plan.bucket, plan.dir)
+	r.Recorder.Eventf(b, corev1.EventTypeNormal, ReasonBackupStarted, "Cut %d masters with writes paused %v; uploading to %s", len(snaps), cut.Paused.Round(10*time.Microsecond), plan.dest.location(plan.dir))
 	go r.upload(context.WithoutCancel(ctx), b.DeepCopy(), plan, cut, snaps)
 	return ctrl.Result{}, nil
+}
+
+// waitFor is how soon a backup waiting for reason looks again: soon for a store pod
+// starting, backupWaitRequeue otherwise.
+func waitFor(reason string) time.Duration {
+	if reason == ReasonStoreStarting {
+		return 2 * time.Second
+	}
+	return backupWaitRequeue
 }

@@ -17,48 +17,53 @@ import (
 const objectsRetry = 30 * time.Second
 
 // finalize deletes the objects of a backup being deleted with deletionPolicy Delete (every
-// object under PREFIX/NAMESPACE/NAME/, whatever its phase), then lets it go.
+// object under PREFIX/NAMESPACE/NAME/, whatever its phase), then lets it go. A
+// PersistentVolumeClaim's objects are deleted through a store pod started for it.
 func (r *BackupReconciler) finalize(ctx context.Context, b *redisv1alpha1.RedisClusterBackup) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(b, redisv1alpha1.BackupObjectsFinalizer) {
 		return ctrl.Result{}, nil
 	}
-	bucket, dir := b.Spec.S3.Bucket, backupDir(b)
+	dest, dir := destinationOf(b, ""), backupDir(b)
 	var deleted int
 	var reason, msg string
 	var err error
 	if b.Status.CutStartedAt != nil {
 		// Never cut, never uploaded: there is nothing to delete (and a store that cannot be
 		// reached must not hold the resource).
-		var s3 *backup.S3
-		if s3, reason, msg, err = s3Store(ctx, r.APIReader, b.Namespace, b.Spec.S3, "spec.s3"); err == nil && reason == "" {
-			deleted, err = deleteObjects(ctx, s3, bucket, dir+"/")
+		var store backup.Store
+		if store, reason, msg, err = r.openStore(ctx, b, backupStorePod(b), dest); err == nil && reason == "" {
+			deleted, err = deleteObjects(ctx, store, dir+"/")
 		}
+	}
+	if reason == ReasonStoreStarting {
+		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
 	}
 	if err != nil || reason != "" {
 		if reason == "" {
-			reason, msg = ReasonS3Error, err.Error()
+			reason, msg = storeErrorReason(dest), err.Error()
 		}
-		r.Recorder.Eventf(b, corev1.EventTypeWarning, ReasonObjectsNotDeleted, "deletionPolicy Delete: the objects under %s/%s/ are not deleted yet: %s: %s; retried in %v (remove the finalizer %s to leave them)",
-			bucket, dir, reason, msg, objectsRetry, redisv1alpha1.BackupObjectsFinalizer)
+		r.Recorder.Eventf(b, corev1.EventTypeWarning, ReasonObjectsNotDeleted, "deletionPolicy Delete: the objects under %s/ are not deleted yet: %s: %s; retried in %v (remove the finalizer %s to leave them)",
+			dest.location(dir), reason, msg, objectsRetry, redisv1alpha1.BackupObjectsFinalizer)
 		return ctrl.Result{RequeueAfter: objectsRetry}, nil
 	}
+	r.releaseBackupStore(ctx, b)
 	base := b.DeepCopy()
 	controllerutil.RemoveFinalizer(b, redisv1alpha1.BackupObjectsFinalizer)
 	if err := r.Client.Patch(ctx, b, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	r.Recorder.Eventf(b, corev1.EventTypeNormal, ReasonObjectsDeleted, "deletionPolicy Delete: deleted %d objects under %s/%s/", deleted, bucket, dir)
+	r.Recorder.Eventf(b, corev1.EventTypeNormal, ReasonObjectsDeleted, "deletionPolicy Delete: deleted %d objects under %s/", deleted, dest.location(dir))
 	return ctrl.Result{}, nil
 }
 
-// deleteObjects deletes every object of the bucket whose name begins with prefix.
-func deleteObjects(ctx context.Context, s3 *backup.S3, bucket, prefix string) (int, error) {
-	names, err := s3.List(ctx, bucket, prefix)
+// deleteObjects deletes every object of the store whose name begins with prefix.
+func deleteObjects(ctx context.Context, store backup.Store, prefix string) (int, error) {
+	names, err := store.List(ctx, prefix)
 	if err != nil {
 		return 0, err
 	}
 	for i, name := range names {
-		if err := s3.Delete(ctx, bucket, name); err != nil {
+		if err := store.Delete(ctx, name); err != nil {
 			return i, err
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net"
-	"path"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,17 +16,12 @@ import (
 	"github.com/hc-middleware/redis-cluster-operator/redis/backup"
 )
 
-// backupDir is PREFIX/NAMESPACE/NAME, where a backup's objects go.
-func backupDir(b *redisv1alpha1.RedisClusterBackup) string {
-	return path.Join(b.Spec.S3.Prefix, b.Namespace, b.Name)
-}
-
 // backupPlan is what a backup needs, resolved from its spec.
 type backupPlan struct {
 	dialer backup.Dialer
 	addrs  []string
-	s3     *backup.S3
-	bucket string
+	store  backup.Store
+	dest   destination
 	// dir is PREFIX/NAMESPACE/NAME, where the objects go.
 	dir string
 }
@@ -63,8 +57,8 @@ func (r *BackupReconciler) prepare(ctx context.Context, b *redisv1alpha1.RedisCl
 	if len(addrs) < int(rc.Spec.Replicas) {
 		return nil, ReasonClusterNotRunning, fmt.Sprintf("%d of %d pods have an address", len(addrs), rc.Spec.Replicas), nil
 	}
-	d := b.Spec.S3
-	s3, reason, msg, err := s3Store(ctx, r.APIReader, b.Namespace, d, "spec.s3")
+	dest := destinationOf(b, "")
+	store, reason, msg, err := r.openStore(ctx, b, backupStorePod(b), dest)
 	if err != nil || reason != "" {
 		return nil, reason, msg, err
 	}
@@ -74,7 +68,7 @@ func (r *BackupReconciler) prepare(ctx context.Context, b *redisv1alpha1.RedisCl
 	}
 	return &backupPlan{
 		dialer: backup.Dialer{User: creds.user, Passwords: passwords, TLS: creds.tlsConfig},
-		addrs:  addrs, s3: s3, bucket: d.Bucket,
+		addrs:  addrs, store: store, dest: dest,
 		dir: backupDir(b),
 	}, "", "", nil
 }

@@ -54,15 +54,18 @@ func (r *BackupReconciler) upload(ctx context.Context, b *redisv1alpha1.RedisClu
 		m := manifest{Cluster: b.Spec.ClusterName, Namespace: b.Namespace, Backup: b.Name, CutStartedAt: cut.PauseBegan,
 			CutEndedAt: cut.PauseEnded, RDBVersion: versions[0], RedisVersion: redisVersions[0], Shards: shards}
 		raw, _ := json.MarshalIndent(m, "", "  ")
-		err = plan.s3.PutSmall(ctx, plan.bucket, path.Join(plan.dir, "manifest.json"), raw)
+		err = plan.store.PutSmall(ctx, path.Join(plan.dir, "manifest.json"), raw)
 	}
 	if err != nil {
 		for i := range snaps {
-			_ = plan.s3.Delete(ctx, plan.bucket, path.Join(plan.dir, fmt.Sprintf("shard-%d.rdb", i)))
+			_ = plan.store.Delete(ctx, path.Join(plan.dir, fmt.Sprintf("shard-%d.rdb", i)))
 		}
-		r.fail(ctx, b, ReasonUploadFailed, err.Error())
+		r.releaseBackupStore(ctx, b)
+		reason, msg := failureReason(plan.dest, err)
+		r.fail(ctx, b, reason, msg)
 		return
 	}
+	r.releaseBackupStore(ctx, b)
 	now := metav1.Now()
 	uerr := r.updateStatus(ctx, b, func(st *redisv1alpha1.RedisClusterBackupStatus) {
 		st.Phase, st.Reason, st.Message = redisv1alpha1.BackupSucceeded, ReasonBackupSucceeded, ""
@@ -147,7 +150,7 @@ func uploadShard(ctx context.Context, plan *backupPlan, i int, s *backup.Snapsho
 		_, _ = io.Copy(io.Discard, pr)
 		scanned <- err
 	}()
-	up, err := plan.s3.Put(ctx, plan.bucket, obj, io.TeeReader(s, pw), func(n int64) { c.bytes.Add(n) })
+	up, err := plan.store.Put(ctx, obj, io.TeeReader(s, pw), func(n int64) { c.bytes.Add(n) })
 	pw.Close()
 	serr := <-scanned
 	switch {
@@ -164,4 +167,15 @@ func uploadShard(ctx context.Context, plan *backupPlan, i int, s *backup.Snapsho
 
 func progressSummary(p redisv1alpha1.BackupProgress) string {
 	return fmt.Sprintf("%d/%d shards, %.1f MiB", p.ShardsDone, p.Shards, float64(p.Bytes)/(1<<20))
+}
+
+// releaseBackupStore deletes the store pod of a backup to a PersistentVolumeClaim, once
+// its objects are written (or the backup failed): the claim is free again.
+func (r *BackupReconciler) releaseBackupStore(ctx context.Context, b *redisv1alpha1.RedisClusterBackup) {
+	if b.Spec.PVC == nil {
+		return
+	}
+	if err := r.releaseStore(ctx, b.Namespace, backupStorePod(b)); err != nil {
+		log.FromContext(ctx).Error(err, "Failed to delete the store pod", "backup", b.Name, "pod", backupStorePod(b))
+	}
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -38,7 +39,7 @@ func TestDeletionPolicy(t *testing.T) {
 
 	newBackup := func(name, policy string) *redisv1alpha1.RedisClusterBackup {
 		b := &redisv1alpha1.RedisClusterBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: redisv1alpha1.RedisClusterBackupSpec{ClusterName: "demo", DeletionPolicy: policy, S3: redisv1alpha1.S3Destination{
+			Spec: redisv1alpha1.RedisClusterBackupSpec{ClusterName: "demo", DeletionPolicy: policy, S3: &redisv1alpha1.S3Destination{
 				Endpoint: s3srv.Endpoint, Bucket: "backups", Prefix: "t", CredentialsSecret: redisv1alpha1.LocalName{Name: "s3-creds"}}}}
 		g.Expect(apiClient.Create(ctx, b)).To(Succeed())
 		done := metav1.Now()
@@ -118,7 +119,7 @@ func TestDeletionPolicy(t *testing.T) {
 	g.Expect(got.Finalizers).To(BeEmpty())
 	// A backup never cut has no objects: it goes at once, whatever its store says.
 	pending := &redisv1alpha1.RedisClusterBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "never-cut"},
-		Spec: redisv1alpha1.RedisClusterBackupSpec{ClusterName: "absent", DeletionPolicy: redisv1alpha1.DeletionDelete, S3: redisv1alpha1.S3Destination{
+		Spec: redisv1alpha1.RedisClusterBackupSpec{ClusterName: "absent", DeletionPolicy: redisv1alpha1.DeletionDelete, S3: &redisv1alpha1.S3Destination{
 			Endpoint: s3srv.Endpoint, Bucket: "backups", CredentialsSecret: redisv1alpha1.LocalName{Name: "absent"}}}}
 	g.Expect(apiClient.Create(ctx, pending)).To(Succeed())
 	reconcile(pending)
@@ -131,7 +132,41 @@ func TestDeletionPolicy(t *testing.T) {
 	got.Spec.S3.Prefix = "elsewhere"
 	err := apiClient.Update(ctx, got)
 	g.Expect(err).To(HaveOccurred())
-	g.Expect(err.Error()).To(ContainSubstring("spec.clusterName and spec.s3 are immutable"))
+	g.Expect(err.Error()).To(ContainSubstring("spec.clusterName, spec.s3 and spec.pvc are immutable"))
+	// Nor can the destination move from the bucket to a claim.
+	g.Expect(apiClient.Get(ctx, client.ObjectKeyFromObject(got), got)).To(Succeed())
+	got.Spec.S3, got.Spec.PVC = nil, &redisv1alpha1.PVCDestination{ClaimName: "backups"}
+	err = apiClient.Update(ctx, got)
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(err.Error()).To(ContainSubstring("spec.clusterName, spec.s3 and spec.pvc are immutable"))
+
+	// Exactly one destination, for a backup and for a schedule.
+	bucket := &redisv1alpha1.S3Destination{Endpoint: s3srv.Endpoint, Bucket: "backups", CredentialsSecret: redisv1alpha1.LocalName{Name: "absent"}}
+	pvc := &redisv1alpha1.PVCDestination{ClaimName: "backups"}
+	for i, d := range []struct {
+		s3  *redisv1alpha1.S3Destination
+		pvc *redisv1alpha1.PVCDestination
+		ok  bool
+	}{{nil, nil, false}, {bucket, pvc, false}, {nil, pvc, true}} {
+		b := &redisv1alpha1.RedisClusterBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("dest-%d", i)},
+			Spec: redisv1alpha1.RedisClusterBackupSpec{ClusterName: "absent", S3: d.s3, PVC: d.pvc}}
+		sc := &redisv1alpha1.RedisClusterBackupSchedule{ObjectMeta: b.ObjectMeta,
+			Spec: redisv1alpha1.RedisClusterBackupScheduleSpec{ClusterName: "absent", Every: metav1.Duration{Duration: time.Hour}, Keep: 1, S3: d.s3, PVC: d.pvc}}
+		for _, obj := range []client.Object{b, sc} {
+			err := apiClient.Create(ctx, obj)
+			if d.ok {
+				g.Expect(err).NotTo(HaveOccurred())
+				continue
+			}
+			g.Expect(err).To(HaveOccurred())
+			g.Expect(err.Error()).To(ContainSubstring("exactly one of spec.s3 and spec.pvc"))
+		}
+	}
+	bad := &redisv1alpha1.RedisClusterBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dotdot"},
+		Spec: redisv1alpha1.RedisClusterBackupSpec{ClusterName: "absent", PVC: &redisv1alpha1.PVCDestination{ClaimName: "backups", Prefix: "a/../.."}}}
+	err = apiClient.Create(ctx, bad)
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(err.Error()).To(ContainSubstring("spec.pvc.prefix: no '..' element"))
 }
 
 // TestRetentionNeverCountsAFailedBackup: the newest keep Succeeded backups are kept, older
@@ -164,4 +199,45 @@ func TestRetentionNeverCountsAFailedBackup(t *testing.T) {
 	prune, kept = retention(backups[:3], 1)
 	g.Expect(kept).To(BeEmpty())
 	g.Expect(prune).To(BeEmpty(), "failures with no success after them are not pruned")
+}
+
+// TestStorePodNotReadySaysWhy: a store pod not ready within storeBindTimeout is starting;
+// after it, the reason is its claim not Bound, else the pod itself, and the message names
+// the field, the claim's phase and the container's waiting reason.
+func TestStorePodNotReadySaysWhy(t *testing.T) {
+	g := NewWithT(t)
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "backups"}}
+	pod := storePodSpec("ns", "b-backup-store", "backups", "img")
+	pod.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Minute))
+	g.Expect(storeNotReady(pod, pvc)).To(Equal(ReasonStoreStarting))
+	pod.CreationTimestamp = metav1.NewTime(time.Now().Add(-3 * time.Minute))
+	pod.Status.Phase = corev1.PodPending
+	g.Expect(storeNotReady(pod, pvc)).To(Equal(ReasonPVCNotBound))
+	g.Expect(storeNotReadyMessage(pod, pvc, "spec.pvc.claimName")).To(HavePrefix("spec.pvc.claimName: PersistentVolumeClaim backups is Pending; its store pod b-backup-store is not ready after 3m0s (Pending"))
+	pvc.Status.Phase = corev1.ClaimBound
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "no such image"}}}}
+	g.Expect(storeNotReady(pod, pvc)).To(Equal(ReasonStorePodNotReady))
+	g.Expect(storeNotReadyMessage(pod, pvc, "spec.pvc.claimName")).To(ContainSubstring("ImagePullBackOff: no such image"))
+	// restricted: non-root, no escalation, no capability, RuntimeDefault seccomp, no token.
+	sc, psc := pod.Spec.Containers[0].SecurityContext, pod.Spec.SecurityContext
+	g.Expect(*psc.RunAsNonRoot && *sc.RunAsNonRoot && !*sc.AllowPrivilegeEscalation && *sc.ReadOnlyRootFilesystem).To(BeTrue())
+	g.Expect(sc.Capabilities.Drop).To(ConsistOf(corev1.Capability("ALL")))
+	g.Expect(psc.SeccompProfile.Type).To(Equal(corev1.SeccompProfileTypeRuntimeDefault))
+	g.Expect(*pod.Spec.AutomountServiceAccountToken).To(BeFalse())
+}
+
+// TestFullVolumeFailsTheBackupNamingTheClaim: the store pod's 507 (ENOSPC on the volume),
+// however wrapped by the upload, is VolumeFull naming spec.pvc.claimName; any other
+// failure, or the same from S3, is UploadFailed.
+func TestFullVolumeFailsTheBackupNamingTheClaim(t *testing.T) {
+	g := NewWithT(t)
+	full := errors.Join(fmt.Errorf("uploading the snapshot of 10.0.0.1:6379: %w", &backup.StoreError{Status: 507, Message: "no space left on the volume"}))
+	pvc := destination{pvc: &redisv1alpha1.PVCDestination{ClaimName: "backups"}, field: "spec.pvc"}
+	reason, msg := failureReason(pvc, full)
+	g.Expect(reason).To(Equal(ReasonVolumeFull))
+	g.Expect(msg).To(HavePrefix("spec.pvc.claimName: the volume of PersistentVolumeClaim backups is full"))
+	reason, _ = failureReason(pvc, errors.New("connection reset"))
+	g.Expect(reason).To(Equal(ReasonUploadFailed))
+	reason, _ = failureReason(destination{s3: &redisv1alpha1.S3Destination{}, field: "spec.s3"}, full)
+	g.Expect(reason).To(Equal(ReasonUploadFailed))
 }

@@ -40,7 +40,7 @@ func TestStaleCacheDoesNotJudgeAFinishedBackup(t *testing.T) {
 	br := NewBackupReconciler(&Reconciler{Client: cached, APIReader: apiClient, Recorder: h.recorder, redis: h.r.redis, now: time.Now})
 
 	b := &redisv1alpha1.RedisClusterBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nightly"},
-		Spec: redisv1alpha1.RedisClusterBackupSpec{ClusterName: "absent", S3: redisv1alpha1.S3Destination{
+		Spec: redisv1alpha1.RedisClusterBackupSpec{ClusterName: "absent", S3: &redisv1alpha1.S3Destination{
 			Endpoint: "http://127.0.0.1:1", Bucket: "backups", CredentialsSecret: redisv1alpha1.LocalName{Name: "s3-creds"}}}}
 	g.Expect(apiClient.Create(ctx, b)).To(Succeed())
 	done := metav1.NewTime(time.Now())

@@ -45,6 +45,10 @@ type Options struct {
 	// MovingGCPercent is the Go collector's target while a resize step runs
 	// (gcWhileMoving); 0 leaves the collector alone.
 	MovingGCPercent int
+	// StoreImage is the image of the store pods that serve PersistentVolumeClaim backup
+	// destinations (the operator's own: `manager backup-store`); empty: the image of the
+	// operator's own pod.
+	StoreImage string
 }
 
 // Reconciler reconciles RedisCluster objects.
@@ -64,6 +68,8 @@ type Reconciler struct {
 	memories sync.Map
 	// gc raises the collector's target while resize steps run.
 	gc gcWhileMoving
+	// ownImage guards Options.StoreImage, learnt from the operator's own pod (storeImage).
+	ownImage sync.Mutex
 }
 
 // New builds the reconciler from the manager's clients.

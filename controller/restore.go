@@ -62,7 +62,7 @@ func permanentRestoreFailure(err error) string {
 		return ReasonIncompatibleBackup
 	case errors.As(err, &e) && (e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden):
 		return ReasonS3AccessDenied
-	case errors.As(err, &e) && e.Status == http.StatusNotFound:
+	case errors.As(err, &e) && e.Status == http.StatusNotFound, errors.Is(err, backup.ErrObjectMissing):
 		return ReasonBackupObjectMissing
 	}
 	return ""
@@ -122,6 +122,7 @@ func (r *Reconciler) reconcileRestore(ctx context.Context, s *scope) (ctrl.Resul
 	s.restore = st
 	if st.FailedAt != nil {
 		// Failed for good: nothing is tried again (the cluster turns Failed, cannotProceed).
+		r.releaseRestoreStore(ctx, rc)
 		s.reason = fmt.Sprintf("Restoring backup %s failed for good: %s", from.Backup, st.Reason)
 		return ctrl.Result{}, nil
 	}
@@ -156,7 +157,7 @@ func (r *Reconciler) failRestore(s *scope, st *redisv1alpha1.RestoreStatus, reas
 // it says why it waits, with backoff, or fails for good.
 func (r *Reconciler) beginRestore(ctx context.Context, s *scope, st *redisv1alpha1.RestoreStatus, state *restoreState) (ctrl.Result, error) {
 	rc, from := s.cluster, s.cluster.Spec.RestoreFrom
-	b, s3, reason, msg, err := r.restoreSource(ctx, rc)
+	b, store, reason, msg, err := r.restoreSource(ctx, rc)
 	if err == nil && reason == "" && st.StartedAt == nil && !from.Replace {
 		reason, msg, err = r.clusterHoldsKeys(ctx, s)
 	}
@@ -166,6 +167,12 @@ func (r *Reconciler) beginRestore(ctx context.Context, s *scope, st *redisv1alph
 	if reason == ReasonS3AccessDenied {
 		r.failRestore(s, st, reason, msg, s.now)
 		return ctrl.Result{}, nil
+	}
+	if reason == ReasonStoreStarting {
+		// The usual first step of a backup on a claim: no Warning, no backoff.
+		st.Reason, st.Message = reason, msg
+		s.reason = fmt.Sprintf("Restore of backup %s: %s", from.Backup, msg)
+		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
 	}
 	if reason != "" {
 		state.waits++
@@ -184,5 +191,5 @@ func (r *Reconciler) beginRestore(ctx context.Context, s *scope, st *redisv1alph
 		s.reason = fmt.Sprintf("Restore of backup %s starting", from.Backup)
 		return ctrl.Result{Requeue: true}, nil
 	}
-	return r.launchRestore(ctx, s, st, state, b, s3), nil
+	return r.launchRestore(ctx, s, st, state, b, store), nil
 }

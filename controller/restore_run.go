@@ -114,6 +114,7 @@ func (r *Reconciler) followRestore(ctx context.Context, s *scope, st *redisv1alp
 			log.FromContext(ctx).Info("Restore done", "backup", from.Backup, "keys", st.Keys, "bytes", st.Bytes, "took", took)
 		}
 		s.reason = fmt.Sprintf("Restored backup %s: %d keys", from.Backup, st.Keys)
+		r.releaseRestoreStore(ctx, rc)
 		// Kept until the status says completed: a reconcile from a cached CR older than
 		// that write finds the run here and does not start another.
 		return ctrl.Result{Requeue: true}, true
@@ -140,7 +141,7 @@ func (r *Reconciler) followRestore(ctx context.Context, s *scope, st *redisv1alp
 }
 
 // launchRestore starts attempt st.Attempts+1 in a goroutine of its own (runRestore).
-func (r *Reconciler) launchRestore(ctx context.Context, s *scope, st *redisv1alpha1.RestoreStatus, state *restoreState, b *redisv1alpha1.RedisClusterBackup, s3 *backup.S3) ctrl.Result {
+func (r *Reconciler) launchRestore(ctx context.Context, s *scope, st *redisv1alpha1.RestoreStatus, state *restoreState, b *redisv1alpha1.RedisClusterBackup, store backup.Store) ctrl.Result {
 	rc, from := s.cluster, s.cluster.Spec.RestoreFrom
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	run := &restoreRun{cancel: cancel, started: time.Now(), done: make(chan struct{})}
@@ -157,19 +158,19 @@ func (r *Reconciler) launchRestore(ctx context.Context, s *scope, st *redisv1alp
 	r.Recorder.Eventf(rc, corev1.EventTypeNormal, ReasonRestoreStarted, "Restoring backup %s (%d shards, %d keys, %d bytes, cut at %s) into %d masters, attempt %d",
 		b.Name, len(b.Status.Shards), total, size, cutTime(b), rc.Spec.Masters(), st.Attempts)
 	log.FromContext(ctx).Info("Restore starting", "backup", b.Name, "shards", len(b.Status.Shards), "keys", total, "attempt", st.Attempts)
-	go runRestore(runCtx, run, target, s3, b.Spec.S3.Bucket, b.Status.Shards)
+	go runRestore(runCtx, run, target, store, b.Status.Shards)
 	s.reason = fmt.Sprintf("Restoring backup %s: started", from.Backup)
 	return ctrl.Result{RequeueAfter: time.Second}
 }
 
 // runRestore writes every key of the shards' objects into the target.
-func runRestore(ctx context.Context, run *restoreRun, target backup.RestoreTarget, s3 *backup.S3, bucket string, shards []redisv1alpha1.BackupShard) {
+func runRestore(ctx context.Context, run *restoreRun, target backup.RestoreTarget, store backup.Store, shards []redisv1alpha1.BackupShard) {
 	defer close(run.done)
 	defer run.cancel()
 	sources := make([]func() (io.ReadCloser, error), 0, len(shards))
 	for _, sh := range shards {
 		sources = append(sources, func() (io.ReadCloser, error) {
-			rc, err := s3.Get(ctx, bucket, sh.Object)
+			rc, err := store.Get(ctx, sh.Object)
 			if err != nil {
 				return nil, fmt.Errorf("reading %s: %w", sh.Object, err)
 			}

@@ -8,14 +8,17 @@ import (
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
 	"github.com/hc-middleware/redis-cluster-operator/redis/backup"
 )
 
 // restoreSource resolves spec.restoreFrom: the backup, which must have Succeeded, and a
-// client of its store; a reason not empty says why the restore cannot start.
-func (r *Reconciler) restoreSource(ctx context.Context, rc *redisv1alpha1.RedisCluster) (*redisv1alpha1.RedisClusterBackup, *backup.S3, string, string, error) {
+// client of its store (for a PersistentVolumeClaim, through a store pod the cluster
+// owns, deleted once the restore is over: releaseRestoreStore); a reason not empty says
+// why the restore cannot start.
+func (r *Reconciler) restoreSource(ctx context.Context, rc *redisv1alpha1.RedisCluster) (*redisv1alpha1.RedisClusterBackup, backup.Store, string, string, error) {
 	name := rc.Spec.RestoreFrom.Backup
 	b := &redisv1alpha1.RedisClusterBackup{}
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: rc.Namespace, Name: name}, b); err != nil {
@@ -31,8 +34,8 @@ func (r *Reconciler) restoreSource(ctx context.Context, rc *redisv1alpha1.RedisC
 		}
 		return nil, nil, ReasonBackupNotSucceeded, msg, nil
 	}
-	s3, reason, msg, err := s3Store(ctx, r.APIReader, rc.Namespace, b.Spec.S3, "RedisClusterBackup "+name+": spec.s3")
-	return b, s3, reason, msg, err
+	store, reason, msg, err := r.openStore(ctx, rc, restoreStorePod(rc.Name), destinationOf(b, "RedisClusterBackup "+name+": "))
+	return b, store, reason, msg, err
 }
 
 // clusterHoldsKeys refuses a cluster a node of which holds keys (the reason is
@@ -89,4 +92,12 @@ func phaseOrPending(p redisv1alpha1.BackupPhase) string {
 		return "not started"
 	}
 	return string(p)
+}
+
+// releaseRestoreStore deletes the store pod a restore from a PersistentVolumeClaim read
+// through, once the restore is over (it would go with the cluster anyway).
+func (r *Reconciler) releaseRestoreStore(ctx context.Context, rc *redisv1alpha1.RedisCluster) {
+	if err := r.releaseStore(ctx, rc.Namespace, restoreStorePod(rc.Name)); err != nil {
+		log.FromContext(ctx).Error(err, "Failed to delete the restore's store pod", "pod", restoreStorePod(rc.Name))
+	}
 }

@@ -121,7 +121,7 @@ func TestRestoreFromBeforeRunning(t *testing.T) {
 	g.Expect(apiClient.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s3-creds"},
 		StringData: map[string]string{"accessKeyID": s3srv.AccessKey, "secretAccessKey": s3srv.SecretKey}})).To(Succeed())
 	b := &redisv1alpha1.RedisClusterBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nightly"},
-		Spec: redisv1alpha1.RedisClusterBackupSpec{ClusterName: "source", S3: redisv1alpha1.S3Destination{
+		Spec: redisv1alpha1.RedisClusterBackupSpec{ClusterName: "source", S3: &redisv1alpha1.S3Destination{
 			Endpoint: s3srv.Endpoint, Bucket: "backups", Prefix: "t", CredentialsSecret: redisv1alpha1.LocalName{Name: "s3-creds"}}}}
 	g.Expect(apiClient.Create(ctx, b)).To(Succeed())
 	cut := metav1.NewMicroTime(time.Now())
@@ -344,7 +344,7 @@ func TestRestoreFailsForGoodOnADeterministicCause(t *testing.T) {
 			g.Expect(apiClient.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s3-creds"},
 				StringData: map[string]string{"accessKeyID": s3srv.AccessKey, "secretAccessKey": c.secretKey}})).To(Succeed())
 			b := &redisv1alpha1.RedisClusterBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nightly"},
-				Spec: redisv1alpha1.RedisClusterBackupSpec{ClusterName: "source", S3: redisv1alpha1.S3Destination{
+				Spec: redisv1alpha1.RedisClusterBackupSpec{ClusterName: "source", S3: &redisv1alpha1.S3Destination{
 					Endpoint: s3srv.Endpoint, Bucket: "backups", Prefix: "t", CredentialsSecret: redisv1alpha1.LocalName{Name: "s3-creds"}}}}
 			g.Expect(apiClient.Create(ctx, b)).To(Succeed())
 			b.Status = redisv1alpha1.RedisClusterBackupStatus{Phase: redisv1alpha1.BackupSucceeded,

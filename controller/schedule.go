@@ -144,7 +144,7 @@ func (r *ScheduleReconciler) createWhenDue(ctx context.Context, sc *redisv1alpha
 		b := &redisv1alpha1.RedisClusterBackup{
 			ObjectMeta: metav1.ObjectMeta{Namespace: sc.Namespace, Name: fmt.Sprintf("%s-%s", sc.Name, now.UTC().Format("20060102-150405")),
 				Labels: map[string]string{redisv1alpha1.ScheduleLabel: sc.Name}},
-			Spec: redisv1alpha1.RedisClusterBackupSpec{ClusterName: sc.Spec.ClusterName, S3: sc.Spec.S3, DeletionPolicy: redisv1alpha1.DeletionDelete},
+			Spec: redisv1alpha1.RedisClusterBackupSpec{ClusterName: sc.Spec.ClusterName, S3: sc.Spec.S3, PVC: sc.Spec.PVC, DeletionPolicy: redisv1alpha1.DeletionDelete},
 		}
 		if err := r.Client.Create(ctx, b); client.IgnoreAlreadyExists(err) != nil {
 			return ctrl.Result{}, err

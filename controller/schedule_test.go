@@ -30,7 +30,7 @@ func TestScheduleCreatesWhenDueAndKeepsTheLastSucceeded(t *testing.T) {
 
 	sc := &redisv1alpha1.RedisClusterBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "often"},
 		Spec: redisv1alpha1.RedisClusterBackupScheduleSpec{ClusterName: "demo", Every: metav1.Duration{Duration: time.Second}, Keep: 2,
-			S3: redisv1alpha1.S3Destination{Endpoint: "http://127.0.0.1:1", Bucket: "backups", CredentialsSecret: redisv1alpha1.LocalName{Name: "s3-creds"}}}}
+			S3: &redisv1alpha1.S3Destination{Endpoint: "http://127.0.0.1:1", Bucket: "backups", CredentialsSecret: redisv1alpha1.LocalName{Name: "s3-creds"}}}}
 	err := apiClient.Create(ctx, sc)
 	g.Expect(err).To(HaveOccurred())
 	g.Expect(err.Error()).To(ContainSubstring("spec.every: at least 10s"))

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	goredis "github.com/go-redis/redis/v8"
 
+	"github.com/hc-middleware/redis-cluster-operator/redis/failhold"
 	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 )
 
@@ -157,63 +157,38 @@ var holdMu sync.Mutex
 
 // NodeTimeout reads cluster-node-timeout.
 func (a *admin) NodeTimeout(ctx context.Context) (time.Duration, error) {
-	v, err := a.c.ConfigGet(ctx, "cluster-node-timeout").Result()
-	if err != nil || len(v) != 2 {
-		return 0, fmt.Errorf("failed to read cluster-node-timeout on %s: %v %w", a.addr, v, err)
-	}
-	ms, err := strconv.ParseInt(fmt.Sprint(v[1]), 10, 64)
+	d, err := failhold.Read(ctx, a.c)
 	if err != nil {
 		return 0, fmt.Errorf("failed to read cluster-node-timeout on %s: %w", a.addr, err)
 	}
-	return time.Duration(ms) * time.Millisecond, nil
+	return d, nil
 }
 
 // SetNodeTimeout sets cluster-node-timeout (CONFIG SET: not written to the config file).
 func (a *admin) SetNodeTimeout(ctx context.Context, d time.Duration) error {
-	if err := a.c.ConfigSet(ctx, "cluster-node-timeout", strconv.FormatInt(d.Milliseconds(), 10)).Err(); err != nil {
+	if err := failhold.Set(ctx, a.c, d); err != nil {
 		return fmt.Errorf("failed to set cluster-node-timeout on %s: %w", a.addr, err)
 	}
 	return nil
 }
 
-// holdDetection raises cluster-node-timeout to at least hold on the masters at addrs and
-// returns what sets each back. Best effort: a master that cannot be set keeps its own
-// timeout (the move goes on; it is only less protected).
+// holdDetection raises cluster-node-timeout to at least hold on the masters at addrs
+// (failhold) and returns what sets each back, a second after the move.
 func holdDetection(ctx context.Context, f Factory, addrs []string, hold time.Duration) func() {
 	// Streams of disjoint pairs move at once (migrate): one hold at a time, or a second
 	// would read the first's raised timeout as the one to set back, and leave it.
 	holdMu.Lock()
-	type kept struct {
-		n   Admin
-		old time.Duration
-	}
-	var set []kept
+	var nodes []failhold.Node
 	for _, addr := range addrs {
-		if addr == "" {
-			continue
-		}
-		n := f.For(addr)
-		old, err := n.NodeTimeout(ctx)
-		if err != nil || old >= hold {
-			continue
-		}
-		if n.SetNodeTimeout(ctx, hold) == nil {
-			set = append(set, kept{n, old})
+		if addr != "" {
+			nodes = append(nodes, f.For(addr))
 		}
 	}
+	h := failhold.New(nodes)
+	h.Raise(ctx, hold)
 	return func() {
 		defer holdMu.Unlock()
-		if len(set) == 0 {
-			return
-		}
-		// The caller's context may be spent: setting back gets its own. The pause lets
-		// the masters hear from the node that was busy before their timeout shrinks.
-		time.Sleep(time.Second)
-		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		for _, k := range set {
-			_ = k.n.SetNodeTimeout(rctx, k.old)
-		}
+		h.Release(true)
 	}
 }
 

@@ -47,7 +47,8 @@ const BackupObjectsFinalizer = "redis.middleware.hc.cn/backup-objects"
 // RedisClusterBackupSpec names the cluster to back up and where to. Both are fixed once
 // created: a backup is one cut of one cluster.
 //
-// +kubebuilder:validation:XValidation:rule="self.clusterName == oldSelf.clusterName && self.s3 == oldSelf.s3",message="spec.clusterName and spec.s3 are immutable: a backup is one cut of one cluster to one place; create another RedisClusterBackup",reason="FieldValueForbidden"
+// +kubebuilder:validation:XValidation:rule="has(self.s3) != has(self.pvc)",message="exactly one of spec.s3 and spec.pvc: a backup goes to an S3-compatible bucket or to a PersistentVolumeClaim"
+// +kubebuilder:validation:XValidation:rule="self.clusterName == oldSelf.clusterName && has(self.s3) == has(oldSelf.s3) && (!has(self.s3) || self.s3 == oldSelf.s3) && has(self.pvc) == has(oldSelf.pvc) && (!has(self.pvc) || self.pvc == oldSelf.pvc)",message="spec.clusterName, spec.s3 and spec.pvc are immutable: a backup is one cut of one cluster to one place; create another RedisClusterBackup",reason="FieldValueForbidden"
 type RedisClusterBackupSpec struct {
 	// clusterName is the RedisCluster of this namespace to back up. It must be Running.
 	// +kubebuilder:validation:MinLength=1
@@ -57,9 +58,16 @@ type RedisClusterBackupSpec struct {
 
 	// s3 is the S3-compatible object store the snapshots go to: one object per master,
 	// PREFIX/NAMESPACE/NAME/shard-N.rdb, then PREFIX/NAMESPACE/NAME/manifest.json last
-	// (a backup without its manifest is not a backup).
-	// +required
-	S3 S3Destination `json:"s3"`
+	// (a backup without its manifest is not a backup). Exactly one of s3 and pvc.
+	// +optional
+	S3 *S3Destination `json:"s3,omitempty"`
+
+	// pvc is a PersistentVolumeClaim of this namespace the snapshots go to, as files with
+	// the names the objects have in a bucket (PREFIX/NAMESPACE/NAME/shard-N.rdb, then
+	// manifest.json), written by a store pod the operator runs with the claim mounted.
+	// Exactly one of s3 and pvc.
+	// +optional
+	PVC *PVCDestination `json:"pvc,omitempty"`
 
 	// deletionPolicy says what deleting this RedisClusterBackup does to its objects:
 	// Retain (the default) leaves them in the store; Delete deletes them first (the
@@ -97,6 +105,25 @@ type S3Destination struct {
 	// whose key (default ca.crt) holds the PEM bundle to trust.
 	// +optional
 	CASecret *CAReference `json:"caSecret,omitempty"`
+}
+
+// PVCDestination is a PersistentVolumeClaim of the backup's namespace. It is mounted by
+// a store pod (of the operator's image, owned by the backup or the restoring cluster,
+// deleted when done) while the operator writes, reads or deletes files: ReadWriteOnce
+// suffices.
+type PVCDestination struct {
+	// claimName is the PersistentVolumeClaim; it must exist, and be Bound within 2
+	// minutes of the store pod's creation (WaitForFirstConsumer binds it then).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	ClaimName string `json:"claimName"`
+	// prefix is prepended to every file's path in the volume (no leading or trailing
+	// slash needed).
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="!self.split('/').exists(e, e == '..')",message="spec.pvc.prefix: no '..' element"
+	// +optional
+	Prefix string `json:"prefix,omitempty"`
 }
 
 // CAReference is a key of a Secret holding PEM certificates.
@@ -189,7 +216,8 @@ type BackupShard struct {
 }
 
 // RedisClusterBackup is one consistent backup of a RedisCluster: every master's data at
-// one point of the write stream, in an S3-compatible object store.
+// one point of the write stream, in an S3-compatible object store or on a
+// PersistentVolumeClaim.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:path=redisclusterbackups,singular=redisclusterbackup,shortName=recb,scope=Namespaced

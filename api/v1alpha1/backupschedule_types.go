@@ -16,6 +16,8 @@ const ScheduleLabel = "redis.middleware.hc.cn/schedule"
 
 // RedisClusterBackupScheduleSpec is a backup taken at an interval, and how many of them
 // to keep.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.s3) != has(self.pvc)",message="exactly one of spec.s3 and spec.pvc: backups go to an S3-compatible bucket or to a PersistentVolumeClaim"
 type RedisClusterBackupScheduleSpec struct {
 	// clusterName is the RedisCluster of this namespace to back up.
 	// +kubebuilder:validation:MinLength=1
@@ -40,9 +42,15 @@ type RedisClusterBackupScheduleSpec struct {
 	// +required
 	Keep int32 `json:"keep"`
 
-	// s3 is where every backup goes (as a RedisClusterBackup's spec.s3).
-	// +required
-	S3 S3Destination `json:"s3"`
+	// s3 is where every backup goes (as a RedisClusterBackup's spec.s3). Exactly one
+	// of s3 and pvc.
+	// +optional
+	S3 *S3Destination `json:"s3,omitempty"`
+
+	// pvc is where every backup goes (as a RedisClusterBackup's spec.pvc). Exactly one
+	// of s3 and pvc.
+	// +optional
+	PVC *PVCDestination `json:"pvc,omitempty"`
 
 	// suspend stops new backups; retention goes on.
 	// +optional

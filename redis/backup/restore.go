@@ -1,16 +1,12 @@
 package backup
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -94,31 +90,15 @@ func Restore(ctx context.Context, t RestoreTarget, sources []func() (io.ReadClos
 	if err != nil {
 		return err
 	}
-	clients := map[string]*goredis.Client{}
-	for _, addr := range owners {
-		if _, ok := clients[addr]; ok {
-			continue
-		}
-		clients[addr] = goredis.NewClient(&goredis.Options{
-			Addr: addr, OnConnect: t.onConnect(), TLSConfig: t.TLS,
-			DialTimeout: t.timeout(), ReadTimeout: time.Minute, WriteTimeout: time.Minute,
-			PoolSize: len(sources) + 1, MaxRetries: -1,
-		})
-	}
+	clients := t.masterClients(owners, len(sources)+1)
 	defer func() {
 		for _, c := range clients {
 			c.Close()
 		}
 	}()
 	if !t.Replace {
-		for addr, c := range clients {
-			n, err := c.DBSize(ctx).Result()
-			if err != nil {
-				return fmt.Errorf("DBSIZE on %s: %w", addr, err)
-			}
-			if n > 0 {
-				return fmt.Errorf("%w: %s has %d", ErrNotEmpty, addr, n)
-			}
+		if err := refuseKeys(ctx, clients); err != nil {
+			return err
 		}
 	}
 	// Every source's magic and every master's server first: nothing is written to a
@@ -131,25 +111,79 @@ func Restore(ctx context.Context, t RestoreTarget, sources []func() (io.ReadClos
 			}
 		}
 	}()
+	readers, versions, err := openSources(sources, opened)
+	if err != nil {
+		return err
+	}
+	if err := checkServers(ctx, clients, versions); err != nil {
+		return err
+	}
+	h := holdDetection(ctx, clients)
+	defer h.release()
+	errs := parallel(len(sources), func(i int) error {
+		return restoreOne(ctx, t, readers[i], owners, h, p)
+	})
+	return firstErr(errs)
+}
+
+// masterClients is a client of each master of owners, with pool connections each.
+func (t RestoreTarget) masterClients(owners []string, pool int) map[string]*goredis.Client {
+	clients := map[string]*goredis.Client{}
+	for _, addr := range owners {
+		if _, ok := clients[addr]; ok {
+			continue
+		}
+		clients[addr] = goredis.NewClient(&goredis.Options{
+			Addr: addr, OnConnect: t.onConnect(), TLSConfig: t.TLS,
+			DialTimeout: t.timeout(), ReadTimeout: time.Minute, WriteTimeout: time.Minute,
+			PoolSize: pool, MaxRetries: -1,
+		})
+	}
+	return clients
+}
+
+// refuseKeys is ErrNotEmpty when a master holds a key.
+func refuseKeys(ctx context.Context, clients map[string]*goredis.Client) error {
+	for addr, c := range clients {
+		n, err := c.DBSize(ctx).Result()
+		if err != nil {
+			return fmt.Errorf("DBSIZE on %s: %w", addr, err)
+		}
+		if n > 0 {
+			return fmt.Errorf("%w: %s has %d", ErrNotEmpty, addr, n)
+		}
+	}
+	return nil
+}
+
+// openSources opens every source (into opened, which the caller closes) and reads its
+// magic: the readers give the whole RDB again; versions are the RDB versions met.
+func openSources(sources []func() (io.ReadCloser, error), opened []io.ReadCloser) ([]io.Reader, map[int]bool, error) {
 	readers := make([]io.Reader, len(sources))
 	versions := map[int]bool{}
 	for i, open := range sources {
 		rc, err := open()
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		opened[i] = rc
 		magic := make([]byte, rdb.MagicLen)
 		if _, err := io.ReadFull(rc, magic); err != nil {
-			return fmt.Errorf("reading the RDB header of source %d: %w", i, err)
+			return nil, nil, fmt.Errorf("reading the RDB header of source %d: %w", i, err)
 		}
 		h, err := rdb.ReadMagic(magic)
 		if err != nil {
-			return fmt.Errorf("%w: source %d: %w", ErrIncompatible, i, err)
+			return nil, nil, fmt.Errorf("%w: source %d: %w", ErrIncompatible, i, err)
 		}
 		versions[h.Version] = true
 		readers[i] = io.MultiReader(bytes.NewReader(magic), rc)
 	}
+	return readers, versions, nil
+}
+
+// checkServers refuses (ErrUnreadable) a master whose server cannot RESTORE one of the
+// RDB versions.
+func checkServers(ctx context.Context, clients map[string]*goredis.Client, versions map[int]bool) error {
 	for addr, c := range clients {
 		info, err := c.Info(ctx, "server").Result()
 		if err != nil {
@@ -162,153 +196,28 @@ func Restore(ctx context.Context, t RestoreTarget, sources []func() (io.ReadClos
 			}
 		}
 	}
-	h := holdDetection(ctx, clients)
-	defer h.release()
-	errs := parallel(len(sources), func(i int) error {
-		return restoreOne(ctx, t, readers[i], owners, h, p)
-	})
-	return firstErr(errs)
+	return nil
 }
 
-// Holding failure detection. RESTORE of a big key blocks its master for as long as it
-// takes to rebuild it (a 2,000,000-member sorted set, 40 MB of payload: 6 s on a loaded
-// 2-core machine, more than the default cluster-node-timeout of 5 s): the other masters
-// would flag it failing and the cluster stop serving (or a replica take over) until it
-// answers again, which is what TestBackupAMillionKeys saw. The restored cluster does not
-// serve yet, so for the whole restore every master's cluster-node-timeout is raised to at
-// least restoreHold, and further before a payload that could take longer to load than
-// the hold covers (at payloadRate); each is set back when Restore returns. Best effort: a
-// master that cannot be set keeps its own timeout. Should the operator die meanwhile, the
-// masters keep the longer timeout until the operator sets it back once the cluster is
-// Running (redis.ReleaseStaleHolds).
-const (
-	restoreHold = time.Minute
-	// payloadRate is the RESTORE payload a master is assumed to load per second, under
-	// half of what a loaded 2-core machine measured (40 MB in 6 s).
-	payloadRate = 3 << 20
-)
-
-type hold struct {
-	mu      sync.Mutex
-	clients map[string]*goredis.Client
-	old     map[string]time.Duration // what to set back, per master raised
-	held    time.Duration
-	// big is set once a big payload was sent: its master may just have come back.
-	big bool
-}
-
-func holdDetection(ctx context.Context, clients map[string]*goredis.Client) *hold {
-	h := &hold{clients: clients, old: map[string]time.Duration{}}
-	h.raise(ctx, restoreHold)
-	return h
-}
-
-// cover raises the hold, if needed, so that a payload of n bytes loads within it.
-func (h *hold) cover(ctx context.Context, n int) {
-	need := restoreHold + time.Duration(float64(n)/payloadRate*float64(time.Second))
-	h.mu.Lock()
-	held := h.held
-	h.big = true
-	h.mu.Unlock()
-	if need > held {
-		h.raise(ctx, need)
-	}
-}
-
-func (h *hold) raise(ctx context.Context, to time.Duration) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if to <= h.held {
-		return
-	}
-	h.held = to
-	for addr, c := range h.clients {
-		v, err := c.ConfigGet(ctx, "cluster-node-timeout").Result()
-		if err != nil || len(v) != 2 {
-			continue
-		}
-		ms, err := strconv.ParseInt(fmt.Sprint(v[1]), 10, 64)
-		if err != nil || time.Duration(ms)*time.Millisecond >= to {
-			continue
-		}
-		if c.ConfigSet(ctx, "cluster-node-timeout", strconv.FormatInt(to.Milliseconds(), 10)).Err() != nil {
-			continue
-		}
-		if _, ok := h.old[addr]; !ok {
-			h.old[addr] = time.Duration(ms) * time.Millisecond
-		}
-	}
-}
-
-// release sets every raised timeout back, after a big payload a second later, in which
-// the masters hear from the node that was busy (as redis.holdDetection does); with its own
-// context, as the restore's may be spent.
-func (h *hold) release() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.old) == 0 {
-		return
-	}
-	if h.big {
-		time.Sleep(time.Second)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	for addr, old := range h.old {
-		_ = h.clients[addr].ConfigSet(ctx, "cluster-node-timeout", strconv.FormatInt(old.Milliseconds(), 10)).Err()
-	}
-	h.old = map[string]time.Duration{}
-}
-
+// restoreOne writes the keys of one RDB file (shardRestore.entry for each), then reads
+// the file to its end. An error of the file's content is ErrIncompatible; one of the
+// source or of a master is not.
 func restoreOne(ctx context.Context, t RestoreTarget, r io.Reader, owners []string, h *hold, p *Progress) (err error) {
-	streams := map[string]*restoreStream{}
+	sr := &shardRestore{ctx: ctx, t: t, owners: owners, h: h, p: p, streams: map[string]*restoreStream{}}
 	defer func() {
 		// Every stream is flushed and its replies read, also after a failure (a reply
 		// then names the key a master refused, which beats a later "connection closed").
-		for _, st := range streams {
+		for _, st := range sr.streams {
 			if cerr := st.close(); err == nil {
 				err = cerr
 			}
 		}
 	}()
-	n := 0
 	src := &sourceReader{r: r}
 	var stopped error // the callback's own error, if it stopped the scan
-	_, err = rdb.Scan(src, func(e *rdb.Entry) (err error) {
-		defer func() { stopped = err }()
-		if e.DB != 0 {
-			return fmt.Errorf("%w: key %q is in database %d; a cluster has only database 0", ErrIncompatible, e.Key, e.DB)
-		}
-		if n++; n%1024 == 0 {
-			// A master whose keys are rare would keep them in its buffer for long: flush
-			// every stream now and then.
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			for _, st := range streams {
-				if err := st.flush(); err != nil {
-					return err
-				}
-			}
-		}
-		now := time.Now().UnixMilli()
-		if e.ExpireAtMs != 0 && e.ExpireAtMs <= now {
-			p.Expired.Add(1)
-			return nil
-		}
-		addr := owners[topology.KeySlot(string(e.Key))]
-		st := streams[addr]
-		if st == nil {
-			var err error
-			if st, err = openRestoreStream(ctx, t, addr, p); err != nil {
-				return err
-			}
-			streams[addr] = st
-		}
-		if len(e.Value) > payloadRate {
-			h.cover(ctx, len(e.Value))
-		}
-		return st.restore(e)
+	_, err = rdb.Scan(src, func(e *rdb.Entry) error {
+		stopped = sr.entry(e)
+		return stopped
 	})
 	if err == nil {
 		// The RDB ends at its own checksum; read the object to its end so a source that
@@ -323,180 +232,52 @@ func restoreOne(ctx context.Context, t RestoreTarget, r io.Reader, owners []stri
 	}
 }
 
-// restoreStream sends RESTORE commands to one master on a connection of its own; a
-// goroutine reads the replies meanwhile, in the order of the keys in pending.
-type restoreStream struct {
-	cn      *conn
-	w       *bufio.Writer
-	replace bool
-	// unflushed are the keys written to w since the last flush; pending those sent whose
-	// reply the reader has not read yet.
-	unflushed      []pendingKey
-	unflushedBytes int
-	num            [20]byte // an expiry's digits
-	pending        chan pendingKey
-	done           chan struct{}
-	p              *Progress
-	// failed is set, after err, by the reader at the first error reply or read failure.
-	failed atomic.Bool
-	err    error
+// shardRestore is the restore of one RDB file: a stream to each master it met.
+type shardRestore struct {
+	ctx     context.Context
+	t       RestoreTarget
+	owners  []string
+	h       *hold
+	p       *Progress
+	streams map[string]*restoreStream
+	n       int
 }
 
-type pendingKey struct {
-	key   string
-	bytes int
-}
-
-// replyTimeout bounds the wait for one reply (a RESTORE of a big key takes a while).
-const replyTimeout = time.Minute
-
-func openRestoreStream(ctx context.Context, t RestoreTarget, addr string, p *Progress) (*restoreStream, error) {
-	cn, err := t.dial(ctx, addr)
-	if err != nil {
-		return nil, err
+// entry sends one key of the file to the master owning its slot.
+func (sr *shardRestore) entry(e *rdb.Entry) error {
+	if e.DB != 0 {
+		return fmt.Errorf("%w: key %q is in database %d; a cluster has only database 0", ErrIncompatible, e.Key, e.DB)
 	}
-	st := &restoreStream{cn: cn, w: bufio.NewWriterSize(deadlineWriter{cn.c}, 256<<10), replace: t.Replace,
-		pending: make(chan pendingKey, t.InFlight), done: make(chan struct{}), p: p}
-	go st.read()
-	go func() {
-		select {
-		case <-ctx.Done():
-			cn.Close() // unblocks both sides
-		case <-st.done:
+	if sr.n++; sr.n%1024 == 0 {
+		// A master whose keys are rare would keep them in its buffer for long: flush
+		// every stream now and then.
+		if err := sr.ctx.Err(); err != nil {
+			return err
 		}
-	}()
-	return st, nil
-}
-
-// deadlineWriter gives each write to the connection its own deadline.
-type deadlineWriter struct{ c net.Conn }
-
-func (d deadlineWriter) Write(b []byte) (int, error) {
-	_ = d.c.SetWriteDeadline(time.Now().Add(replyTimeout))
-	return d.c.Write(b)
-}
-
-// restore writes one key: a string as SET key value [PXAT expiry], which costs a master
-// less than half what RESTORE of the same key does (4 µs a call against 9 to 10 µs,
-// measured on Redis 7.0 by bench/backup -local) and leaves the same key, expiry and
-// encoding; any other type as RESTORE key expiry payload ABSTTL [REPLACE], the value as the
-// backup encoded it. The cluster was found empty first (or Replace allows overwriting),
-// so SET's overwriting is RESTORE … REPLACE's.
-func (st *restoreStream) restore(e *rdb.Entry) error {
-	if st.failed.Load() {
-		return st.err
-	}
-	w := st.w
-	var size int
-	if e.Type == rdb.TypeString {
-		v, err := e.StringValue()
-		if err != nil {
-			return fmt.Errorf("key %q: %w", e.Key, err)
-		}
-		if e.ExpireAtMs != 0 {
-			w.WriteString("*5\r\n$3\r\nSET\r\n")
-		} else {
-			w.WriteString("*3\r\n$3\r\nSET\r\n")
-		}
-		writeBulk(w, e.Key)
-		writeBulk(w, v)
-		if e.ExpireAtMs != 0 {
-			w.WriteString("$4\r\nPXAT\r\n")
-			writeBulk(w, strconv.AppendInt(st.num[:0], e.ExpireAtMs, 10))
-		}
-		size = len(v)
-	} else {
-		payload := e.DumpPayload(e.Version)
-		n := 5
-		if st.replace {
-			n = 6
-		}
-		w.WriteString("*" + strconv.Itoa(n) + "\r\n$7\r\nRESTORE\r\n")
-		writeBulk(w, e.Key)
-		writeBulk(w, strconv.AppendInt(st.num[:0], e.ExpireAtMs, 10))
-		writeBulk(w, payload)
-		w.WriteString("$6\r\nABSTTL\r\n")
-		if st.replace {
-			w.WriteString("$7\r\nREPLACE\r\n")
-		}
-		size = len(payload)
-	}
-	st.unflushed = append(st.unflushed, pendingKey{key: string(e.Key), bytes: size + len(e.Key)})
-	st.unflushedBytes += size
-	if len(st.unflushed) >= 512 || st.unflushedBytes >= 1<<20 {
-		return st.flush()
-	}
-	return nil
-}
-
-func writeBulk(w *bufio.Writer, b []byte) {
-	w.WriteString("$" + strconv.Itoa(len(b)) + "\r\n")
-	w.Write(b)
-	w.WriteString("\r\n")
-}
-
-// flush sends what is buffered, then hands its keys to the reader (waiting while InFlight
-// keys are unanswered): the reader only ever waits for the reply of a command sent.
-func (st *restoreStream) flush() error {
-	if err := st.w.Flush(); err != nil {
-		if st.failed.Load() {
-			return st.err
-		}
-		return fmt.Errorf("RESTORE on %s: %w", st.cn.addr, err)
-	}
-	for _, pk := range st.unflushed {
-		st.pending <- pk
-	}
-	st.unflushed, st.unflushedBytes = st.unflushed[:0], 0
-	return nil
-}
-
-// read takes the replies in order; the first error reply or read failure stops it from
-// counting, and it drains pending so the writer never blocks.
-func (st *restoreStream) read() {
-	defer close(st.done)
-	var keys, bytes int64
-	defer func() { st.p.Keys.Add(keys); st.p.Bytes.Add(bytes) }()
-	for pk := range st.pending {
-		if st.failed.Load() {
-			continue
-		}
-		_ = st.cn.c.SetReadDeadline(time.Now().Add(replyTimeout))
-		line, err := st.cn.line()
-		switch {
-		case err != nil:
-			st.fail(fmt.Errorf("restoring %q on %s: %w", pk.key, st.cn.addr, err))
-		case strings.HasPrefix(line, "-") && refusedPayload(line):
-			st.fail(fmt.Errorf("%w: restoring %q on %s: %s", ErrIncompatible, pk.key, st.cn.addr, line[1:]))
-		case strings.HasPrefix(line, "-"):
-			st.fail(fmt.Errorf("restoring %q on %s: %s", pk.key, st.cn.addr, line[1:]))
-		default:
-			if keys, bytes = keys+1, bytes+int64(pk.bytes); keys == 1000 {
-				st.p.Keys.Add(keys)
-				st.p.Bytes.Add(bytes)
-				keys, bytes = 0, 0
+		for _, st := range sr.streams {
+			if err := st.flush(); err != nil {
+				return err
 			}
 		}
 	}
-}
-
-func (st *restoreStream) fail(err error) {
-	st.err = err
-	st.failed.Store(true)
-	st.cn.Close() // the writer's next write fails at once
-}
-
-// close sends what is buffered, waits for every reply and closes the connection; it
-// returns the first failure.
-func (st *restoreStream) close() error {
-	ferr := st.flush()
-	close(st.pending)
-	<-st.done
-	st.cn.Close()
-	if st.failed.Load() {
-		return st.err
+	now := time.Now().UnixMilli()
+	if e.ExpireAtMs != 0 && e.ExpireAtMs <= now {
+		sr.p.Expired.Add(1)
+		return nil
 	}
-	return ferr
+	addr := sr.owners[topology.KeySlot(string(e.Key))]
+	st := sr.streams[addr]
+	if st == nil {
+		var err error
+		if st, err = openRestoreStream(sr.ctx, sr.t, addr, sr.p); err != nil {
+			return err
+		}
+		sr.streams[addr] = st
+	}
+	if len(e.Value) > payloadRate {
+		sr.h.cover(sr.ctx, len(e.Value))
+	}
+	return st.restore(e)
 }
 
 // slotOwners maps every slot to its master's address, from the first node that sees all

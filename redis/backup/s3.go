@@ -10,12 +10,10 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"net/http"
 	"net/url"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -238,91 +236,6 @@ func (s *S3) CreateBucket(ctx context.Context, bucket string) error {
 	return nil
 }
 
-// Uploaded is what Put wrote.
-type Uploaded struct {
-	Size   int64
-	SHA256 string
-}
-
-// Put uploads r as the object key with a multipart upload (parts of PartSize), and
-// returns its size and SHA-256. A failure aborts the upload: no partial object is left.
-func (s *S3) Put(ctx context.Context, bucket, key string, r io.Reader, progress func(n int64)) (Uploaded, error) {
-	partSize := s.PartSize
-	if partSize == 0 {
-		partSize = 16 << 20
-	}
-	resp, err := s.do(ctx, http.MethodPost, bucket, key, url.Values{"uploads": {""}}, nil)
-	if err != nil {
-		return Uploaded{}, err
-	}
-	var init struct {
-		UploadID string `xml:"UploadId"`
-	}
-	err = xml.NewDecoder(resp.Body).Decode(&init)
-	resp.Body.Close()
-	if err != nil || init.UploadID == "" {
-		return Uploaded{}, fmt.Errorf("S3 multipart upload of %s: no upload ID (%v)", key, err)
-	}
-	abort := func() {
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if resp, err := s.do(actx, http.MethodDelete, bucket, key, url.Values{"uploadId": {init.UploadID}}, nil); err == nil {
-			resp.Body.Close()
-		}
-	}
-	var whole hash.Hash = sha256.New()
-	type part struct {
-		Number int    `xml:"PartNumber"`
-		ETag   string `xml:"ETag"`
-	}
-	var parts []part
-	var size int64
-	buf := make([]byte, partSize)
-	for n := 1; ; n++ {
-		got, rerr := io.ReadFull(r, buf)
-		if rerr != nil && rerr != io.ErrUnexpectedEOF && rerr != io.EOF {
-			abort()
-			return Uploaded{}, fmt.Errorf("reading %s: %w", key, rerr)
-		}
-		if got == 0 && n > 1 {
-			break
-		}
-		whole.Write(buf[:got])
-		resp, err := s.do(ctx, http.MethodPut, bucket, key, url.Values{"partNumber": {strconv.Itoa(n)}, "uploadId": {init.UploadID}}, buf[:got])
-		if err != nil {
-			abort()
-			return Uploaded{}, err
-		}
-		resp.Body.Close()
-		parts = append(parts, part{Number: n, ETag: resp.Header.Get("ETag")})
-		size += int64(got)
-		if progress != nil {
-			progress(int64(got))
-		}
-		if rerr != nil { // the last, short part
-			break
-		}
-	}
-	body, _ := xml.Marshal(struct {
-		XMLName xml.Name `xml:"CompleteMultipartUpload"`
-		Parts   []part   `xml:"Part"`
-	}{Parts: parts})
-	resp, err = s.do(ctx, http.MethodPost, bucket, key, url.Values{"uploadId": {init.UploadID}}, body)
-	if err != nil {
-		abort()
-		return Uploaded{}, err
-	}
-	// A 200 may still carry an error (S3's CompleteMultipartUpload).
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if bytes.Contains(b, []byte("<Error>")) {
-		e := &S3Error{Status: 200}
-		_ = xml.Unmarshal(b, e)
-		return Uploaded{}, e
-	}
-	return Uploaded{Size: size, SHA256: hex.EncodeToString(whole.Sum(nil))}, nil
-}
-
 // PutSmall uploads a small object in one request (the manifest).
 func (s *S3) PutSmall(ctx context.Context, bucket, key string, body []byte) error {
 	resp, err := s.do(ctx, http.MethodPut, bucket, key, nil, body)
@@ -378,31 +291,3 @@ func (s *S3) Delete(ctx context.Context, bucket, key string) error {
 	resp.Body.Close()
 	return nil
 }
-
-// ErrChecksum: an object read whole does not have the checksum its backup recorded.
-var ErrChecksum = errors.New("checksum mismatch")
-
-// VerifyingReader reads r and, at its end, fails unless what was read has the SHA-256
-// want (hex): a restore never takes a changed object for the backup.
-func VerifyingReader(r io.ReadCloser, want string) io.ReadCloser {
-	return &verifying{r: r, h: sha256.New(), want: want}
-}
-
-type verifying struct {
-	r    io.ReadCloser
-	h    hash.Hash
-	want string
-}
-
-func (v *verifying) Read(p []byte) (int, error) {
-	n, err := v.r.Read(p)
-	v.h.Write(p[:n])
-	if err == io.EOF && v.want != "" {
-		if got := hex.EncodeToString(v.h.Sum(nil)); got != v.want {
-			return n, fmt.Errorf("%w: object checksum %s, the backup recorded %s", ErrChecksum, got, v.want)
-		}
-	}
-	return n, err
-}
-
-func (v *verifying) Close() error { return v.r.Close() }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sort"
 	"strconv"
 	"strings"
@@ -61,70 +60,6 @@ func IsWait(err error) (*WaitError, bool) {
 	return w, ok
 }
 
-// Snapshot is one master's RDB, read from its replication stream.
-type Snapshot struct {
-	Shard Shard
-	// Size is the RDB's length in bytes, known once Open returned.
-	Size int64
-	cn   *conn
-	body io.Reader
-}
-
-// Open waits for the master to have written its snapshot (the BGSAVE runs on the master
-// after the cut; the master sends newlines meanwhile) and starts the RDB: Size is then set.
-// A master that sends nothing for idle fails it.
-func (s *Snapshot) Open(idle time.Duration) error {
-	for {
-		_ = s.cn.c.SetReadDeadline(time.Now().Add(idle))
-		b, err := s.cn.r.ReadByte()
-		if err != nil {
-			return fmt.Errorf("failed to read the snapshot of %s: %w", s.Shard.Addr, err)
-		}
-		if b == '\n' {
-			continue // keepalive while the BGSAVE runs
-		}
-		if b != '$' {
-			return fmt.Errorf("unexpected snapshot preamble from %s: %q", s.Shard.Addr, b)
-		}
-		line, err := s.cn.line()
-		if err != nil {
-			return err
-		}
-		if strings.HasPrefix(line, "EOF:") {
-			return fmt.Errorf("%s sent a diskless snapshot, which was not asked for", s.Shard.Addr)
-		}
-		n, err := strconv.ParseInt(line, 10, 64)
-		if err != nil || n < 0 {
-			return fmt.Errorf("bad snapshot length from %s: %q", s.Shard.Addr, line)
-		}
-		s.Size = n
-		s.body = &deadlineReader{cn: s.cn, idle: idle, r: io.LimitReader(s.cn.r, n)}
-		return nil
-	}
-}
-
-// Read reads the RDB (after Open); io.EOF at its end.
-func (s *Snapshot) Read(p []byte) (int, error) {
-	if s.body == nil {
-		return 0, errors.New("snapshot not opened")
-	}
-	return s.body.Read(p)
-}
-
-// Close ends the replication connection (the master forgets this replica).
-func (s *Snapshot) Close() error { return s.cn.Close() }
-
-type deadlineReader struct {
-	cn   *conn
-	idle time.Duration
-	r    io.Reader
-}
-
-func (d *deadlineReader) Read(p []byte) (int, error) {
-	_ = d.cn.c.SetReadDeadline(time.Now().Add(d.idle))
-	return d.r.Read(p)
-}
-
 // Options shape a cut.
 type Options struct {
 	// PauseTimeout is CLIENT PAUSE's own timeout: should the operator die mid-cut, writes
@@ -155,121 +90,152 @@ func Take(ctx context.Context, d Dialer, addrs []string, o Options) (*Cut, []*Sn
 		return nil, nil, err
 	}
 	// Connections first, so the pause covers no dial or AUTH.
-	ctl := make([]*conn, len(masters))
-	rep := make([]*conn, len(masters))
-	closeAll := func() {
-		for i := range masters {
-			if ctl[i] != nil {
-				ctl[i].Close()
-			}
-			if rep[i] != nil {
-				rep[i].Close()
-			}
-		}
-	}
-	for i, m := range masters {
-		if ctl[i], err = d.dial(ctx, m.Addr); err != nil {
-			closeAll()
-			return nil, nil, wait("MasterUnreachable", "master %s: %v", m.Addr, err)
-		}
-		info, err := ctl[i].do("INFO", "persistence")
-		if err != nil {
-			closeAll()
-			return nil, nil, fmt.Errorf("INFO persistence on %s: %w", m.Addr, err)
-		}
-		for _, f := range []string{"rdb_bgsave_in_progress", "aof_rewrite_in_progress", "module_fork_in_progress"} {
-			if v, _ := infoField(info, f); v == "1" {
-				closeAll()
-				return nil, nil, wait("ForkBusy", "master %s has a background save running (%s); its snapshot would start after the cut", m.Addr, f)
-			}
-		}
-		if rep[i], err = d.dial(ctx, m.Addr); err != nil {
-			closeAll()
-			return nil, nil, wait("MasterUnreachable", "master %s: %v", m.Addr, err)
-		}
-		if _, err := rep[i].do("REPLCONF", "rdb-only", "1"); err != nil {
-			closeAll()
-			return nil, nil, fmt.Errorf("REPLCONF rdb-only on %s: %w", m.Addr, err)
-		}
-	}
-
-	cut := &Cut{PauseBegan: time.Now()}
-	pauseMs := strconv.FormatInt(o.PauseTimeout.Milliseconds(), 10)
-	errs := parallel(len(masters), func(i int) error {
-		_, err := ctl[i].do("CLIENT", "PAUSE", pauseMs, "WRITE")
-		return err
-	})
-	if err := firstErr(errs); err == nil {
-		errs = parallel(len(masters), func(i int) error {
-			info, err := ctl[i].do("INFO", "replication")
-			if err != nil {
-				return err
-			}
-			v, _ := infoField(info, "master_repl_offset")
-			want, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return fmt.Errorf("no master_repl_offset in INFO of %s", masters[i].Addr)
-			}
-			if err := rep[i].send("PSYNC", "?", "-1"); err != nil {
-				return err
-			}
-			line, err := readFullResync(rep[i], o.PauseTimeout)
-			if err != nil {
-				return err
-			}
-			f := strings.Fields(line)
-			if len(f) != 3 || f[0] != "FULLRESYNC" {
-				return fmt.Errorf("PSYNC on %s answered %q", masters[i].Addr, line)
-			}
-			got, err := strconv.ParseInt(f[2], 10, 64)
-			if err != nil {
-				return fmt.Errorf("PSYNC on %s answered %q", masters[i].Addr, line)
-			}
-			if got != want {
-				return wait("ForkBusy", "master %s started its snapshot at offset %d, not at the cut's %d (it joined a background save already running)", masters[i].Addr, got, want)
-			}
-			masters[i].ReplID, masters[i].Offset = f[1], got
-			return nil
-		})
-	}
-	// Unpause whatever happened.
-	unerrs := parallel(len(masters), func(i int) error {
-		_, err := ctl[i].do("CLIENT", "UNPAUSE")
-		return err
-	})
-	cut.PauseEnded = time.Now()
-	cut.Paused = cut.PauseEnded.Sub(cut.PauseBegan)
-	for i := range ctl {
-		ctl[i].Close()
-		ctl[i] = nil
-	}
-	if err := firstErr(errs); err != nil {
-		closeAll()
+	c := &cutConns{ctl: make([]*conn, len(masters)), rep: make([]*conn, len(masters))}
+	if err := c.dial(ctx, d, masters); err != nil {
+		c.closeAll()
 		return nil, nil, err
 	}
-	if err := firstErr(unerrs); err != nil {
-		closeAll()
-		return nil, nil, fmt.Errorf("CLIENT UNPAUSE: %w (writes resume by themselves after %v)", err, o.PauseTimeout)
+	cut := &Cut{PauseBegan: time.Now()}
+	errs, unerrs := c.pauseAndSync(masters, o.PauseTimeout)
+	cut.PauseEnded = time.Now()
+	cut.Paused = cut.PauseEnded.Sub(cut.PauseBegan)
+	for i := range c.ctl {
+		c.ctl[i].Close()
+		c.ctl[i] = nil
 	}
-	if cut.Paused >= o.PauseTimeout {
-		closeAll()
-		return nil, nil, wait("PauseTooLong", "the cut took %v, longer than the pause (%v): a snapshot may have started after writes resumed", cut.Paused, o.PauseTimeout)
+	if err := cutDiscarded(errs, unerrs, cut, o.PauseTimeout); err != nil {
+		c.closeAll()
+		return nil, nil, err
 	}
 	after, err := stableMasters(ctx, d, mastersAddrs(masters))
 	if err != nil {
-		closeAll()
+		c.closeAll()
 		return nil, nil, err
 	}
 	if !sameShards(masters, after) {
-		closeAll()
+		c.closeAll()
 		return nil, nil, wait("TopologyChanged", "the masters or their slots changed during the cut")
 	}
 	cut.Shards = masters
 	snaps := make([]*Snapshot, len(masters))
 	for i := range masters {
-		snaps[i] = &Snapshot{Shard: masters[i], cn: rep[i]}
+		snaps[i] = &Snapshot{Shard: masters[i], cn: c.rep[i]}
 	}
 	return cut, snaps, nil
+}
+
+// cutDiscarded is why a cut must be discarded: a master's PSYNC failed or came late, the
+// unpause failed, or the pause outlasted its own timeout.
+func cutDiscarded(errs, unerrs []error, cut *Cut, pauseTimeout time.Duration) error {
+	if err := firstErr(errs); err != nil {
+		return err
+	}
+	if err := firstErr(unerrs); err != nil {
+		return fmt.Errorf("CLIENT UNPAUSE: %w (writes resume by themselves after %v)", err, pauseTimeout)
+	}
+	if cut.Paused >= pauseTimeout {
+		return wait("PauseTooLong", "the cut took %v, longer than the pause (%v): a snapshot may have started after writes resumed", cut.Paused, pauseTimeout)
+	}
+	return nil
+}
+
+// cutConns are a cut's connections to each master: ctl for INFO and the pause, rep for
+// the replication stream the snapshot comes on.
+type cutConns struct {
+	ctl, rep []*conn
+}
+
+func (c *cutConns) closeAll() {
+	for i := range c.ctl {
+		if c.ctl[i] != nil {
+			c.ctl[i].Close()
+		}
+		if c.rep[i] != nil {
+			c.rep[i].Close()
+		}
+	}
+}
+
+// dial opens both connections to every master, refusing a master with a background save
+// running (its snapshot would start after the cut), and asks for the RDB only.
+func (c *cutConns) dial(ctx context.Context, d Dialer, masters []Shard) error {
+	var err error
+	for i, m := range masters {
+		if c.ctl[i], err = d.dial(ctx, m.Addr); err != nil {
+			return wait("MasterUnreachable", "master %s: %v", m.Addr, err)
+		}
+		info, err := c.ctl[i].do("INFO", "persistence")
+		if err != nil {
+			return fmt.Errorf("INFO persistence on %s: %w", m.Addr, err)
+		}
+		for _, f := range []string{"rdb_bgsave_in_progress", "aof_rewrite_in_progress", "module_fork_in_progress"} {
+			if v, _ := infoField(info, f); v == "1" {
+				return wait("ForkBusy", "master %s has a background save running (%s); its snapshot would start after the cut", m.Addr, f)
+			}
+		}
+		if c.rep[i], err = d.dial(ctx, m.Addr); err != nil {
+			return wait("MasterUnreachable", "master %s: %v", m.Addr, err)
+		}
+		if _, err := c.rep[i].do("REPLCONF", "rdb-only", "1"); err != nil {
+			return fmt.Errorf("REPLCONF rdb-only on %s: %w", m.Addr, err)
+		}
+	}
+	return nil
+}
+
+// pauseAndSync pauses writes on every master, then, once all have answered, sends each
+// PSYNC (syncAtCut), and unpauses every master whatever happened: the errors of the pause
+// and PSYNC, and those of the unpause.
+func (c *cutConns) pauseAndSync(masters []Shard, pauseTimeout time.Duration) (errs, unerrs []error) {
+	pauseMs := strconv.FormatInt(pauseTimeout.Milliseconds(), 10)
+	errs = parallel(len(masters), func(i int) error {
+		_, err := c.ctl[i].do("CLIENT", "PAUSE", pauseMs, "WRITE")
+		return err
+	})
+	if err := firstErr(errs); err == nil {
+		errs = parallel(len(masters), func(i int) error {
+			return c.syncAtCut(i, &masters[i], pauseTimeout)
+		})
+	}
+	unerrs = parallel(len(masters), func(i int) error {
+		_, err := c.ctl[i].do("CLIENT", "UNPAUSE")
+		return err
+	})
+	return errs, unerrs
+}
+
+// syncAtCut sends master i PSYNC under the pause and records where its snapshot starts,
+// which must be its offset under the pause (else it joined an older background save).
+func (c *cutConns) syncAtCut(i int, m *Shard, pauseTimeout time.Duration) error {
+	info, err := c.ctl[i].do("INFO", "replication")
+	if err != nil {
+		return err
+	}
+	v, _ := infoField(info, "master_repl_offset")
+	want, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return fmt.Errorf("no master_repl_offset in INFO of %s", m.Addr)
+	}
+	if err := c.rep[i].send("PSYNC", "?", "-1"); err != nil {
+		return err
+	}
+	line, err := readFullResync(c.rep[i], pauseTimeout)
+	if err != nil {
+		return err
+	}
+	f := strings.Fields(line)
+	if len(f) != 3 || f[0] != "FULLRESYNC" {
+		return fmt.Errorf("PSYNC on %s answered %q", m.Addr, line)
+	}
+	got, err := strconv.ParseInt(f[2], 10, 64)
+	if err != nil {
+		return fmt.Errorf("PSYNC on %s answered %q", m.Addr, line)
+	}
+	if got != want {
+		return wait("ForkBusy", "master %s started its snapshot at offset %d, not at the cut's %d (it joined a background save already running)", m.Addr, got, want)
+	}
+	m.ReplID, m.Offset = f[1], got
+	return nil
 }
 
 // readFullResync reads PSYNC's answer, skipping the newlines a master may send first.

@@ -281,12 +281,18 @@ stringData: {accessKeyID: %s, secretAccessKey: %s}
 // apply to the poll that saw it Succeeded.
 func takeBackup(ctx context.Context, t *testing.T, ns, name, cluster, endpoint string) (b redisv1alpha1.RedisClusterBackup, took time.Duration) {
 	t.Helper()
+	return takeBackupTo(ctx, t, ns, name, cluster, `s3: {endpoint: "`+endpoint+`", bucket: backups, prefix: e2e, credentialsSecret: {name: s3-creds}}`)
+}
+
+// takeBackupTo is takeBackup to the destination dest, a line of the spec ("pvc: {...}").
+func takeBackupTo(ctx context.Context, t *testing.T, ns, name, cluster, dest string) (b redisv1alpha1.RedisClusterBackup, took time.Duration) {
+	t.Helper()
 	if _, err := stack.ApplyYAML(ctx, ns, `apiVersion: redis.middleware.hc.cn/v1alpha1
 kind: RedisClusterBackup
 metadata: {name: `+name+`, namespace: `+ns+`}
 spec:
   clusterName: `+cluster+`
-  s3: {endpoint: "`+endpoint+`", bucket: backups, prefix: e2e, credentialsSecret: {name: s3-creds}}
+  `+dest+`
 `); err != nil {
 		t.Fatal(err)
 	}

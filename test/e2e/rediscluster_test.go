@@ -71,7 +71,7 @@ func operator(t *testing.T) *framework.Operator {
 			"--metrics-bind-address="+operatorMetricsAddr, "--metrics-secure=false", "--health-probe-bind-address=127.0.0.1:0",
 			"--leader-elect", "--leader-election-namespace=default",
 			"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s",
-			"--create-timeout=5m", "--zap-log-level=info")
+			"--create-timeout=5m", "--zap-log-level=info", "--backup-store-image="+operatorImage)
 	})
 	if operatorErr != nil {
 		t.Fatalf("failed to start the operator: %v", operatorErr)

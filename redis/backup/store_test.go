@@ -1,0 +1,122 @@
+package backup
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
+)
+
+// remoteDir serves a fresh directory as a store pod does, and returns a client of it.
+func remoteDir(t *testing.T) (*Remote, string) {
+	root := t.TempDir()
+	srv := httptest.NewServer(StoreHandler(Dir{Root: root}, "s3cret", log.New(io.Discard, "", 0)))
+	t.Cleanup(srv.Close)
+	return &Remote{URL: srv.URL, Token: "s3cret", Claim: "PersistentVolumeClaim test"}, root
+}
+
+// TestDirStoreThroughItsPodGivesWhatS3Gives writes the same object to a bucket of a real
+// S3 server and to a directory through the store pod's HTTP server: the same size and
+// SHA-256, the file under the same name, read back whole and verified; listing,
+// deleting and a missing object behave as the bucket's.
+func TestDirStoreThroughItsPodGivesWhatS3Gives(t *testing.T) {
+	ctx := context.Background()
+	s3srv := redistest.StartS3(t, "127.0.0.1")
+	s3 := &S3{Endpoint: s3srv.Endpoint, AccessKey: s3srv.AccessKey, SecretKey: s3srv.SecretKey, PartSize: 5 << 20}
+	if err := s3.CreateBucket(ctx, "backups"); err != nil {
+		t.Fatal(err)
+	}
+	remote, root := remoteDir(t)
+	data := make([]byte, 12<<20+123)
+	rand.Read(data)
+	const key = "prefix/ns/nightly/shard-0.rdb"
+	var stores = map[string]Store{"s3": Bucket{S3: s3, Name: "backups"}, "pvc": remote}
+	var ups []Uploaded
+	for name, st := range stores {
+		var progressed int64
+		up, err := st.Put(ctx, key, bytes.NewReader(data), func(n int64) { progressed += n })
+		if err != nil || up.Size != int64(len(data)) || progressed != up.Size {
+			t.Fatalf("%s: put %+v (progress %d): %v", name, up, progressed, err)
+		}
+		ups = append(ups, up)
+		rc, err := st.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(VerifyingReader(rc, up.SHA256))
+		rc.Close()
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("%s: read back %d bytes: %v", name, len(got), err)
+		}
+		for _, other := range []string{"prefix/ns/nightly-2/shard-0.rdb", "prefix/ns/nightly/manifest.json"} {
+			if err := st.PutSmall(ctx, other, []byte("{}")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if names, err := st.List(ctx, "prefix/ns/nightly/"); err != nil || !slices.Equal(names, []string{"prefix/ns/nightly/manifest.json", key}) {
+			t.Fatalf("%s: list of prefix/ns/nightly/: %q, %v", name, names, err)
+		}
+		if names, err := st.List(ctx, "prefix/ns/nightly"); err != nil || len(names) != 3 {
+			t.Fatalf("%s: list of prefix/ns/nightly: %q, %v", name, names, err)
+		}
+		if names, err := st.List(ctx, "elsewhere/"); err != nil || len(names) != 0 {
+			t.Fatalf("%s: list of elsewhere/: %q, %v", name, names, err)
+		}
+		for _, k := range []string{key, key} { // twice: a missing object is no error
+			if err := st.Delete(ctx, k); err != nil {
+				t.Fatalf("%s: delete: %v", name, err)
+			}
+		}
+		_, err = st.Get(ctx, key)
+		var e *S3Error
+		if !errors.Is(err, ErrObjectMissing) && !(errors.As(err, &e) && e.Status == 404) {
+			t.Fatalf("%s: deleted object: %v", name, err)
+		}
+	}
+	if ups[0] != ups[1] {
+		t.Fatalf("S3 and the volume disagree on the same bytes: %+v, %+v", ups[0], ups[1])
+	}
+	if _, err := os.Stat(filepath.Join(root, "prefix/ns/nightly/manifest.json")); err != nil {
+		t.Fatalf("the volume does not hold the object under its name: %v", err)
+	}
+}
+
+// TestStorePodRefusesWithoutTokenAndSaysTheVolumeIsFull: a request without the token is
+// refused; a write the volume has no room for (the kernel's ENOSPC, from /dev/full)
+// comes back as ErrVolumeFull, leaving no object; a name leaving the directory is refused.
+func TestStorePodRefusesWithoutTokenAndSaysTheVolumeIsFull(t *testing.T) {
+	ctx := context.Background()
+	remote, root := remoteDir(t)
+	wrong := *remote
+	wrong.Token, wrong.client = "guess", nil
+	var se *StoreError
+	if _, err := wrong.List(ctx, ""); !errors.As(err, &se) || se.Status != http.StatusUnauthorized {
+		t.Fatalf("wrong token: %v", err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "p"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/dev/full", filepath.Join(root, "p", ".shard-0.rdb.partial")); err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 1<<20)
+	if _, err := remote.Put(ctx, "p/shard-0.rdb", bytes.NewReader(data), nil); !errors.Is(err, ErrVolumeFull) {
+		t.Fatalf("a full volume: %v", err)
+	}
+	if names, _ := remote.List(ctx, "p/"); len(names) != 0 {
+		t.Fatalf("a failed write left %q", names)
+	}
+	if _, err := remote.Put(ctx, "../escape", bytes.NewReader(data), nil); err == nil {
+		t.Fatal("a name outside the directory was written")
+	}
+}

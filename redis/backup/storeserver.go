@@ -1,0 +1,130 @@
+package backup
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// StoreTokenEnv is the environment variable that gives the store server its token: every
+// request but /healthz must carry it as "Authorization: Bearer TOKEN".
+const StoreTokenEnv = "BACKUP_STORE_TOKEN"
+
+// StorePort is the port the store server listens on in its pod.
+const StorePort = 8080
+
+// storeStatus is the HTTP status of a Store's error (Remote reads them back).
+func storeStatus(err error) int {
+	switch {
+	case errors.Is(err, ErrVolumeFull):
+		return http.StatusInsufficientStorage
+	case errors.Is(err, ErrObjectMissing):
+		return http.StatusNotFound
+	}
+	return http.StatusInternalServerError
+}
+
+// StoreHandler serves store over HTTP to the holders of token, for Remote:
+// PUT, GET and DELETE /objects/KEY, GET /objects?prefix=P (a JSON list), and
+// GET /healthz (no token) for the pod's readiness probe. Each request is logged.
+func StoreHandler(store Store, token string, logger *log.Logger) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("PUT /objects/{key...}", func(w http.ResponseWriter, r *http.Request) {
+		up, err := store.Put(r.Context(), r.PathValue("key"), r.Body, nil)
+		reply(w, up, err)
+	})
+	mux.HandleFunc("GET /objects/{key...}", func(w http.ResponseWriter, r *http.Request) {
+		f, err := store.Get(r.Context(), r.PathValue("key"))
+		if err != nil {
+			http.Error(w, err.Error(), storeStatus(err))
+			return
+		}
+		defer f.Close()
+		w.Header().Set("Content-Type", "application/octet-stream")
+		_, _ = io.Copy(w, f)
+	})
+	mux.HandleFunc("DELETE /objects/{key...}", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, struct{}{}, store.Delete(r.Context(), r.PathValue("key")))
+	})
+	mux.HandleFunc("GET /objects", func(w http.ResponseWriter, r *http.Request) {
+		names, err := store.List(r.Context(), r.URL.Query().Get("prefix"))
+		reply(w, names, err)
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start, rec := time.Now(), &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		given := []byte(r.Header.Get("Authorization"))
+		if r.URL.Path != "/healthz" && subtle.ConstantTimeCompare(given, []byte("Bearer "+token)) != 1 {
+			http.Error(rec, "a store token is needed", http.StatusUnauthorized)
+		} else {
+			mux.ServeHTTP(rec, r)
+		}
+		if r.URL.Path != "/healthz" {
+			logger.Printf("%s %s: %d, %v", r.Method, r.URL.RequestURI(), rec.status, time.Since(start).Round(time.Millisecond))
+		}
+	})
+}
+
+// reply writes v as JSON, or err with its status.
+func reply(w http.ResponseWriter, v any, err error) {
+	if err != nil {
+		http.Error(w, err.Error(), storeStatus(err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// RunStoreServer is the manager's "backup-store" subcommand, the process of a store pod:
+// it serves the directory --dir (where the PersistentVolumeClaim is mounted) on
+// --listen until SIGTERM, to the holders of the token in $BACKUP_STORE_TOKEN.
+func RunStoreServer(args []string) error {
+	fs := flag.NewFlagSet("backup-store", flag.ContinueOnError)
+	dir := fs.String("dir", "/backup", "Directory the backups' objects are written under (the volume's mount).")
+	listen := fs.String("listen", fmt.Sprintf(":%d", StorePort), "Address to serve on.")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	token := os.Getenv(StoreTokenEnv)
+	if token == "" {
+		return fmt.Errorf("$%s is empty: the store would serve anyone", StoreTokenEnv)
+	}
+	if st, err := os.Stat(*dir); err != nil || !st.IsDir() {
+		return fmt.Errorf("--dir %s: not a directory (%v)", *dir, err)
+	}
+	logger := log.New(os.Stderr, "", log.LstdFlags|log.LUTC)
+	srv := &http.Server{Addr: *listen, Handler: StoreHandler(Dir{Root: *dir}, token, logger), ReadHeaderTimeout: 30 * time.Second}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	logger.Printf("serving %s on %s", *dir, *listen)
+	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
