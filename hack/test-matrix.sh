@@ -3,7 +3,8 @@
 # healing a lost master, scale-out and scale-in with slot migration, a rolling upgrade), run
 # once per server besides the default, which `make test` runs whole. Not part of `make test`
 # nor of .ci/run: a server's pass takes minutes, and the whole fault suite on three servers
-# far longer than CI's hour (docs/servers.md#the-fault-suite-on-every-server).
+# far longer than CI's hour (docs/servers.md#the-fault-suite-on-every-server). `make test`
+# runs one of its paths on Valkey 9.1 itself: TestFaultBigKeyMovesOnValkey.
 #
 #   MATRIX_SERVERS  the servers, as REPOSITORY:VERSION (default: the three newer ones)
 #   MATRIX_TESTS    the tests, a `go test -run` pattern (default: the paths' subset;

@@ -59,17 +59,21 @@ func observeStep(ctx context.Context, f Factory, members []topology.Member) (*to
 // or return the plan to carry out, with the step's progress (phase, done, masters).
 func (b *executor) plan(ctx context.Context, st *topology.ClusterState, members []topology.Member, op string, planFn func() topology.Plan) (topology.Plan, Progress, error) {
 	plan := planFn()
-	if len(plan.NeedReplication) > 0 {
-		if err := readReplication(ctx, b.f, st, plan.NeedReplication); err != nil {
-			return plan, Progress{Phase: plan.Phase}, err
+	// Twice at most: a plan that had the key counts it asked for may ask next for the
+	// replication of replicas it would move (healing's spare replicas).
+	for round := 0; round < 2 && len(plan.NeedReplication)+len(plan.NeedKeys) > 0; round++ {
+		if len(plan.NeedReplication) > 0 {
+			if err := readReplication(ctx, b.f, st, plan.NeedReplication); err != nil {
+				return plan, Progress{Phase: plan.Phase}, err
+			}
+			plan = planFn()
 		}
-		plan = planFn()
-	}
-	if len(plan.NeedKeys) > 0 {
-		if err := b.readKeys(ctx, st, plan.NeedKeys); err != nil {
-			return plan, Progress{Phase: plan.Phase}, err
+		if len(plan.NeedKeys) > 0 {
+			if err := b.readKeys(ctx, st, plan.NeedKeys); err != nil {
+				return plan, Progress{Phase: plan.Phase}, err
+			}
+			plan = planFn()
 		}
-		plan = planFn()
 	}
 	prog := Progress{Phase: plan.Phase, Done: plan.Done}
 	for _, m := range plan.Masters {

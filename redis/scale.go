@@ -137,6 +137,7 @@ func moveSlots(ctx context.Context, f Factory, members []topology.Member, st *to
 		return ScaleProgress{Phase: topology.PhaseRefused}, true, err
 	}
 	keepLeavingApart(ctx, f, members, req)
+	keepReceiversReplicasHome(ctx, f, st, req.Keep, moves)
 	var prog ScaleProgress
 	if atomic {
 		prog, err = migrateAtomic(ctx, f, st, moves, req, jobs, mem)

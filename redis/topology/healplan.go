@@ -40,6 +40,9 @@ const PhaseForgetting = "ForgettingLostNodes"
 //     member and holds slots in no view: REPLICATE to a master lacking replicas, preferring
 //     one on another Kubernetes node. A replica whose master still holds slots in some view
 //     is never re-pointed.
+//   - a master holding slots and fewer than replicasPerMaster replicas while another holds
+//     more: REPLICATE of one of the surplus replicas to it (PlanSpareMoves), never the only
+//     one of its master, and only while its master keeps one in sync.
 func PlanHeal(st *ClusterState, masters, replicasPerMaster int, overdue map[string]time.Duration) Plan {
 	gone := len(st.Unreachable()) == 0 // every pod answered: an owner none of them is, is gone
 	promote, needRepl := PlanPromote(st, overdue, gone)
@@ -203,26 +206,90 @@ func PlanFreshEpochs(st *ClusterState) []Action {
 
 // planReattach makes members without a place replicas of the masters lacking them: empty
 // masters (after checking they hold no keys) and replicas of a lost node or of a member
-// that is no master holding slots. It returns the members whose key count must be read
-// first.
+// that is no master holding slots. Then, while a serving master still lacks replicas, a
+// surplus replica of another moves to it (PlanSpareMoves). It returns the members whose
+// key count must be read first.
 func planReattach(st *ClusterState, p *Plan, replicasPerMaster int) ([]Action, []int, error) {
+	serving, existing, homeless, needKeys, err := classifyForHeal(st)
+	if err != nil || len(needKeys) > 0 || len(serving) == 0 {
+		return nil, needKeys, err
+	}
 	ids := st.IDs()
+	members := memberList(st)
+	links := map[int]int{}
+	for r, m := range existing {
+		links[r] = m
+	}
+	var acts []Action
+	if len(homeless) > 0 {
+		p.Masters = serving
+		p.ReplicaOf = AssignReplicas(members, serving, existing, replicasPerMaster)
+		for _, r := range homeless {
+			target, ok := p.ReplicaOf[r]
+			if !ok {
+				continue
+			}
+			links[r] = target // counted even while it waits for a MEET: its seat is taken
+			if knows(&st.Members[r], ids[target]) {
+				acts = append(acts, Action{Kind: ActionReplicate, Member: r, Target: target, MasterID: ids[target],
+					Message: fmt.Sprintf("Made %s a replica of %s", st.Members[r].Pod, st.Members[target].Pod)})
+			}
+		}
+	}
+	_, candidates := SpareCandidates(serving, links, replicasPerMaster)
+	synced := map[int]bool{}
+	for _, r := range candidates {
+		if repl := st.Members[r].Repl; repl == nil {
+			p.NeedReplication = append(p.NeedReplication, r)
+		} else {
+			synced[r] = repl.InSync()
+		}
+	}
+	if len(p.NeedReplication) > 0 {
+		return acts, nil, nil // the executor reads them and plans again
+	}
+	moves := PlanSpareMoves(members, serving, links, synced, replicasPerMaster)
+	for _, r := range sortedKeys(moves) {
+		target, from := moves[r], existing[r]
+		if !knows(&st.Members[r], ids[target]) {
+			continue // met first; moved on a later observation
+		}
+		acts = append(acts, Action{Kind: ActionReplicate, Member: r, Target: target, MasterID: ids[target],
+			Message: fmt.Sprintf("Made %s a replica of %s, which has fewer than %d replicas (from %s, which keeps %d)",
+				st.Members[r].Pod, st.Members[target].Pod, replicasPerMaster, st.Members[from].Pod, replicasLeft(existing, moves, from))})
+	}
+	return acts, nil, nil
+}
+
+// replicasLeft counts the replicas master m keeps once moves are made.
+func replicasLeft(links, moves map[int]int, m int) int {
+	n := 0
+	for r, to := range links {
+		if _, moved := moves[r]; to == m && !moved {
+			n++
+		}
+	}
+	return n
+}
+
+// classifyForHeal sorts the members for planReattach: the masters holding slots
+// (serving), the replicas of one (existing, replica → master), the members without a
+// place (homeless: empty masters, replicas of a lost node or of a member serving no slot
+// in any view) and the empty masters whose key count is not known yet. An empty master
+// holding keys is refused.
+func classifyForHeal(st *ClusterState) (serving []int, existing map[int]int, homeless, needKeys []int, err error) {
 	index := map[string]int{}
-	for i, id := range ids {
+	for i, id := range st.IDs() {
 		index[id] = i
 	}
-	var serving []int // masters holding slots
+	isServing := map[int]bool{}
 	for i := range st.Members {
 		if self := st.Members[i].Self(); self.Master && len(self.Slots) > 0 {
 			serving = append(serving, i)
+			isServing[i] = true
 		}
 	}
-	isServing := map[int]bool{}
-	for _, m := range serving {
-		isServing[m] = true
-	}
-	existing := map[int]int{}
-	var homeless, needKeys []int
+	existing = map[int]int{}
 	for i := range st.Members {
 		m := &st.Members[i]
 		self := m.Self()
@@ -240,27 +307,13 @@ func planReattach(st *ClusterState, p *Plan, replicasPerMaster int) ([]Action, [
 			if !m.KeysKnown {
 				needKeys = append(needKeys, i)
 			} else if m.Keys > 0 {
-				return nil, nil, fmt.Errorf("pod %s (%s) holds %d keys but no slots; refusing to make it a replica, which would drop them",
+				return nil, nil, nil, nil, fmt.Errorf("pod %s (%s) holds %d keys but no slots; refusing to make it a replica, which would drop them",
 					m.Pod, m.Addr, m.Keys)
 			}
 			homeless = append(homeless, i)
 		}
 	}
-	if len(needKeys) > 0 || len(homeless) == 0 || len(serving) == 0 {
-		return nil, needKeys, nil
-	}
-	p.Masters = serving
-	p.ReplicaOf = AssignReplicas(memberList(st), serving, existing, replicasPerMaster)
-	var acts []Action
-	for _, r := range homeless {
-		target, ok := p.ReplicaOf[r]
-		if !ok || !knows(&st.Members[r], ids[target]) {
-			continue // met first; replicated on a later observation
-		}
-		acts = append(acts, Action{Kind: ActionReplicate, Member: r, Target: target, MasterID: ids[target],
-			Message: fmt.Sprintf("Made %s a replica of %s", st.Members[r].Pod, st.Members[target].Pod)})
-	}
-	return acts, nil, nil
+	return serving, existing, homeless, needKeys, nil
 }
 
 // PlanForget forgets every lost node on every member that knows it. A lost node is one no
