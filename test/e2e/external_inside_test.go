@@ -21,25 +21,26 @@ import (
 
 // podDNSResolver stands in for the cluster DNS, which the devcluster does not run: it
 // resolves NAME-i.NAME.NS.svc.cluster.local, the pods' names through the headless Service,
-// to that pod's IP now, as the cluster DNS does from the Service's endpoints; no other
-// name and no address.
+// to that pod's IP now, as the cluster DNS does from the Service's endpoints (none while
+// the pod is replaced); no other name and no address.
 func podDNSResolver(ns, name string) func(context.Context, string) (string, bool) {
 	suffix := "." + name + "." + ns + ".svc.cluster.local"
+	own := regexp.MustCompile(`^` + regexp.QuoteMeta(name) + `-[0-9]+$`)
 	return func(ctx context.Context, host string) (string, bool) {
 		pod, ok := strings.CutSuffix(host, suffix)
-		if !ok {
+		if !ok || !own.MatchString(pod) {
 			return "", false
 		}
 		pods, err := stack.Pods(ctx, ns, selectorOf(name))
 		if err != nil {
-			return "", false
+			return "", true
 		}
 		for _, p := range pods {
 			if p.Name == pod && p.DeletionTimestamp == nil && p.Status.PodIP != "" {
 				return p.Status.PodIP, true
 			}
 		}
-		return "", false
+		return "", true
 	}
 }
 

@@ -32,8 +32,9 @@ import (
 
 // outsideDialer is a client outside the pod network: it dials a host only when resolve
 // knows it (a Kubernetes node's IP, a name its own DNS has) and refuses and counts any
-// other address (a pod IP a MOVED named); with tls set it speaks TLS and checks the
-// server's certificate against the name it dialed.
+// other address (a pod IP a MOVED named); a name resolve knows but has no address for at
+// the moment (its pod is being replaced) fails as a DNS lookup would, uncounted. With tls
+// set it speaks TLS and checks the server's certificate against the name it dialed.
 type outsideDialer struct {
 	resolve func(ctx context.Context, host string) (string, bool)
 	tls     *tls.Config
@@ -61,6 +62,9 @@ func (d *outsideDialer) dial(ctx context.Context, network, addr string) (net.Con
 		}
 		d.mu.Unlock()
 		return nil, fmt.Errorf("refused %s: not an address a client outside the pod network reaches", addr)
+	}
+	if ip == "" {
+		return nil, &net.DNSError{Err: "no address for the name at the moment", Name: host, IsNotFound: true}
 	}
 	var nd net.Dialer
 	raw, err := nd.DialContext(ctx, network, net.JoinHostPort(ip, port))
