@@ -13,7 +13,6 @@ import (
 
 	goredis "github.com/go-redis/redis/v8"
 	. "github.com/onsi/gomega"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
 	"github.com/hc-middleware/redis-cluster-operator/test/e2e/framework"
@@ -57,13 +56,7 @@ func TestAnnounceHostnamesInside(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	const ns, name = "inside-names", "demo"
-	formDemo(ctx, t, ns, func(u *unstructured.Unstructured) {
-		_ = unstructured.SetNestedField(u.Object, true, "spec", "announceHostnames")
-	})
-	pw, err := stack.Password(ctx, ns, name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pw := formDemoWith(ctx, t, ns, "announceHostnames", true)
 	domain := name + "." + ns + ".svc.cluster.local"
 	d := &outsideDialer{resolve: podDNSResolver(ns, name)}
 	seeds := func(context.Context) ([]string, error) {

@@ -10,7 +10,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hc-middleware/redis-cluster-operator/test/e2e/framework"
@@ -32,13 +31,7 @@ func TestExternalAccessLoadBalancer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	const ns, name = "external-lb", "demo"
-	formDemo(ctx, t, ns, func(u *unstructured.Unstructured) {
-		_ = unstructured.SetNestedField(u.Object, map[string]any{"type": "LoadBalancer"}, "spec", "externalAccess")
-	})
-	pw, err := stack.Password(ctx, ns, name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pw := formDemoWith(ctx, t, ns, "externalAccess", map[string]any{"type": "LoadBalancer"})
 	d := &outsideDialer{resolve: func(_ context.Context, host string) (string, bool) {
 		ip := net.ParseIP(host)
 		return host, ip != nil && lbRange.Contains(ip)

@@ -167,19 +167,12 @@ func TestExternalAccessNodePort(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	ns := "external-nodeport"
-	formDemo(ctx, t, ns, func(u *unstructured.Unstructured) {
-		_ = unstructured.SetNestedField(u.Object, map[string]any{"type": "NodePort"}, "spec", "externalAccess")
-	})
+	// Every new cluster has a password (the generated one in Secret demo-auth); every client
+	// below, redis-cli included, logs in with it.
+	pw := formDemoWith(ctx, t, ns, "externalAccess", map[string]any{"type": "NodePort"})
 	allowed := nodeIPs(ctx, t)
 	addrs := waitExternal(ctx, t, ns, 6, allowed, 2*time.Minute)
 	t.Logf("external addresses: %v", addrs)
-
-	// Every new cluster has a password (the generated one in Secret demo-auth); every client
-	// below, redis-cli included, logs in with it.
-	pw, err := stack.Password(ctx, ns, "demo")
-	if err != nil {
-		t.Fatal(err)
-	}
 	d := nodeIPDialer(allowed)
 	r := framework.NewRouter(statusSeeds(t, ns, "demo"), pw)
 	t.Cleanup(r.Close)
@@ -256,6 +249,20 @@ func TestExternalAccessNodePort(t *testing.T) {
 	}
 	d.expectNoneRefused(t)
 	t.Logf("test %v", time.Since(testStart).Round(time.Second))
+}
+
+// formDemoWith forms the demo cluster in ns with spec.FIELD set to value, and returns its
+// password (the generated one).
+func formDemoWith(ctx context.Context, t *testing.T, ns, field string, value any) string {
+	t.Helper()
+	formDemo(ctx, t, ns, func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, value, "spec", field)
+	})
+	pw, err := stack.Password(ctx, ns, "demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pw
 }
 
 // statusSeeds are the external addresses the status of cluster ns/name shows: the seeds
