@@ -598,18 +598,22 @@ func TestExternalAccessCannotBeRemovedOrRetyped(t *testing.T) {
 
 // TestExternalAccessHostname checks spec.externalAccess.hostname: required with spec.tls
 // (names, not IPs, are what a TLS client checks), a pattern that names each node apart;
+// spec.tls.disablePlainPort, required with externalAccess (the nodes announce TLS ports);
 // and spec.announceHostnames (the names inside), not with externalAccess.
 func TestExternalAccessHostname(t *testing.T) {
 	needAPIServer(t)
 	ctx := context.Background()
 	withTLS := func(name string, access *redisv1alpha1.ExternalAccessSpec) *redisv1alpha1.RedisCluster {
 		rc := validCluster(name)
-		rc.Spec.TLS = &redisv1alpha1.TLSSpec{SecretName: "demo-cert"}
+		rc.Spec.TLS = &redisv1alpha1.TLSSpec{SecretName: "demo-cert", DisablePlainPort: true}
 		rc.Spec.ExternalAccess = access
 		return rc
 	}
 	requireRefused(t, k8sClient.Create(ctx, withTLS("external-tls-ip", &redisv1alpha1.ExternalAccessSpec{Type: redisv1alpha1.ExternalNodePort}), strict),
 		"spec.externalAccess.hostname", "required with spec.tls")
+	plainOpen := withTLS("external-tls-plain-port", &redisv1alpha1.ExternalAccessSpec{Type: redisv1alpha1.ExternalNodePort, Hostname: "{{pod}}.redis.example.com"})
+	plainOpen.Spec.TLS.DisablePlainPort = false
+	requireRefused(t, k8sClient.Create(ctx, plainOpen, strict), "spec.tls.disablePlainPort", "must be true with spec.externalAccess")
 	for _, bad := range []string{"redis.example.com", "{{name}}.example.com", "{{pod}}.Example.com", "{{pod}}_x.example.com"} {
 		rc := validCluster("external-bad-hostname")
 		rc.Spec.ExternalAccess = &redisv1alpha1.ExternalAccessSpec{Type: redisv1alpha1.ExternalNodePort, Hostname: bad}

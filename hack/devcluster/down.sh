@@ -10,6 +10,7 @@ source "$(dirname "$0")/nodes.sh"
 
 # The demo's operator, when it runs one, then the nodes (pods go with them), then the control plane.
 stop_pid "$STATE/pids/manager.pid" "$BIN/manager"
+stop_pid "$STATE/pids/loadbalancer.pid" "loadbalancer.sh"
 nodes_down
 stop_pid "$STATE/pids/provisioner.pid" "$BIN/provisioner"
 stop_pid "$STATE/pids/kube-scheduler.pid" "$BIN/kube-scheduler"

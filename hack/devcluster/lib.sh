@@ -12,12 +12,19 @@ KUBECONFIG_FILE=$STATE/kubeconfig
 
 # The pod network lives in 198.18.0.0/15 (a benchmark range no one routes), inside this machine:
 # the control plane's address and the nodes' on the link rcop0, each node's pods on its bridge
-# rcopnN (198.19.N.0/24), Services' cluster IPs in 198.18.128.0/17. Nothing in it is routed out.
+# rcopnN (198.19.N.0/24), Services' cluster IPs in 198.18.128.0/17, load balancers' addresses in
+# 198.18.1.0/24. Nothing in it is routed out.
 NET_RANGE=198.18.0.0/15
 API_IP=198.18.0.1
 CLUSTER_CIDR=198.19.0.0/16
 SERVICE_CIDR=198.18.128.0/17
 KUBERNETES_SVC_IP=198.18.128.1
+# Load balancers' addresses (loadbalancer.sh): 198.18.1.2 to .254, routed to rcop0 like the
+# cluster IPs, served by kube-proxy.
+LB_RANGE=198.18.1.0/24
+LB_FIRST=2
+LB_LAST=254
+lb_ip() { echo "198.18.1.$1"; }
 node_name() { echo "devnode-$1"; }
 node_ip() { echo "198.18.0.$((10 + $1))"; }
 node_pod_cidr() { echo "198.19.$1.0/24"; }

@@ -99,6 +99,8 @@ net_up() {
 	ip route replace unreachable "$NET_RANGE"
 	# The cluster IPs: kube-proxy rewrites them on the way out; the route only lets a connect start.
 	ip route replace "$SERVICE_CIDR" dev rcop0 src "$API_IP"
+	# The load balancers' addresses (loadbalancer.sh), likewise rewritten by kube-proxy.
+	ip route replace "$LB_RANGE" dev rcop0 src "$API_IP"
 	nft -f - <<NFT
 table ip rcop
 delete table ip rcop

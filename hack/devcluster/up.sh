@@ -120,6 +120,10 @@ conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeou
 YAML
 		start_proc kube-proxy "$BIN/kube-proxy" --config "$STATE/kube-proxy.yaml" --v 1
 	fi
+	if ! pid_alive "$STATE/pids/loadbalancer.pid" "loadbalancer.sh"; then
+		log "starting the load balancer (addresses in $LB_RANGE)"
+		start_proc loadbalancer bash "$ROOT/hack/devcluster/loadbalancer.sh"
+	fi
 	for ((i = 0; ; i++)); do
 		ready=$(kubectl_dc get nodes -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' 2>/dev/null | grep -c True || true)
 		((ready >= NODES)) && break
