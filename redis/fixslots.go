@@ -79,7 +79,7 @@ func fixOpenSlots(ctx context.Context, f Factory, st *topology.ClusterState, opt
 }
 
 // markedSlots are the slots some master marks MIGRATING or IMPORTING, in order. A
-// replica cannot hold a marker: a master that turns replica closes all of its own.
+// replica's markers are not the operator's to close (topology's NoOpenSlots says why).
 func markedSlots(st *topology.ClusterState) []int {
 	seen := map[int]bool{}
 	for i := range st.Members {

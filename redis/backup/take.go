@@ -302,7 +302,9 @@ func stableMasters(ctx context.Context, d Dialer, addrs []string) ([]Shard, erro
 			if !n.Myself {
 				continue
 			}
-			if len(n.Migrating) > 0 || len(n.Importing) > 0 {
+			// A master's open slot only: a replica's markers route nothing (topology's
+			// NoOpenSlots).
+			if n.Master && (len(n.Migrating) > 0 || len(n.Importing) > 0) {
 				return nil, wait("OpenSlots", "%s has slots migrating %v or importing %v", addr, keys(n.Migrating), keys(n.Importing))
 			}
 			if n.Master && n.Slots.Count() > 0 {

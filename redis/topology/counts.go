@@ -7,12 +7,13 @@ package topology
 // SlotsCovered is how many of the 16384 slots a reachable member claims.
 func (s *ClusterState) SlotsCovered() int { return s.ClaimedSlots().Count() }
 
-// OpenSlots is how many slots some reachable member has migrating or importing.
+// OpenSlots is how many slots some reachable master has migrating or importing (a
+// replica's markers do not count: NoOpenSlots).
 func (s *ClusterState) OpenSlots() int {
 	open := map[int]bool{}
 	for i := range s.Members {
 		self := s.Members[i].Self()
-		if self == nil {
+		if self == nil || !self.Master {
 			continue
 		}
 		for slot := range self.Migrating {

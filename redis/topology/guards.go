@@ -118,18 +118,21 @@ func (s *ClusterState) ClusterOK() bool {
 	return true
 }
 
-// NoOpenSlots reports whether no member has a slot migrating or importing.
+// NoOpenSlots reports whether no master has a slot migrating or importing.
+//
+// A replica's own markers do not count. Redis closes them when a master turns replica;
+// Valkey 8 and later copy a master's SETSLOT to its replicas, so there they mirror their
+// master's, except when one of those copies never arrived: a Valkey 8.1 scale-out under
+// load left a new master's replica with three slots importing that its master had closed.
+// No client is routed by a replica's markers, SETSLOT is refused on a replica, and
+// FixOpenSlots finishes masters' slots only (a promoted replica's markers become a
+// master's and are finished then), so counting them here held a resize in
+// FinishingOpenSlots for ever.
 func (s *ClusterState) NoOpenSlots() bool {
 	if !s.AllReachable() {
 		return false
 	}
-	for i := range s.Members {
-		self := s.Members[i].Self()
-		if len(self.Migrating) > 0 || len(self.Importing) > 0 {
-			return false
-		}
-	}
-	return true
+	return s.OpenSlots() == 0
 }
 
 // NoFailures reports whether no member flags any node fail or pfail.

@@ -216,3 +216,23 @@ func TestReplicasOfMasterAt(t *testing.T) {
 		}
 	}
 }
+
+// A replica's own markers are not open slots: on Valkey 8 and later a replica can keep a
+// copy of an IMPORTING its master has closed (the copy of the STABLE never arrived), and
+// counting it held a resize in FinishingOpenSlots for ever. A master's markers are.
+func TestOpenSlotsAreMastersOnly(t *testing.T) {
+	st := sixNodes()
+	if !st.NoOpenSlots() || st.OpenSlots() != 0 {
+		t.Fatalf("a formed view: open %d", st.OpenSlots())
+	}
+	replica := &st.Members[4].Nodes[4] // demo-4's own line: replica of node 2
+	replica.Importing = map[int]string{5397: fmt.Sprintf("%040x", 1)}
+	if !st.NoOpenSlots() || st.OpenSlots() != 0 {
+		t.Errorf("a replica's stale IMPORTING counted: open %d", st.OpenSlots())
+	}
+	master := &st.Members[1].Nodes[1] // demo-1's own line: master node 2
+	master.Importing = map[int]string{5397: fmt.Sprintf("%040x", 1)}
+	if st.NoOpenSlots() || st.OpenSlots() != 1 {
+		t.Errorf("a master's IMPORTING not counted: open %d", st.OpenSlots())
+	}
+}
