@@ -42,28 +42,36 @@ type atomicPair struct {
 	slots    []int
 }
 
-// atomicJobKeys bounds the keys of one job, on the source's average a slot. When a job
+// AtomicJobKeys bounds the keys of one job, on the source's average a slot. When a job
 // ends, the source deletes the job's keys at once, with its clients' writes waiting (a
 // quarter of 1,000,000 keys in one job per source stalled a writer for up to 635 ms on the
 // bench); jobs of at most this many keys keep each such stall short. A source snapshots
 // its jobs one at a time, so more jobs cost a fork each, not more concurrency. A variable
-// for the tests, which cut smaller jobs out of fewer keys.
-var atomicJobKeys = 16384.0
+// for the tests, which cut smaller jobs out of fewer keys, and the bench.
+var AtomicJobKeys = 16384.0
 
-// chunks cuts the pair into pairs of at most atomicJobKeys keys (by load, the source's
-// keys a slot; the whole pair when unknown), in slot order.
+// chunks cuts the pair into as few pairs of at most AtomicJobKeys keys as hold it (by
+// load, the source's keys a slot; the whole pair when unknown), in slot order, their
+// sizes differing by one slot at most: no small remainder job (a 25-slot one paid a
+// hand-off's write pause of its own right before the next job's on the bench).
 func (p *atomicPair) chunks(load slotLoad) []*atomicPair {
 	n := len(p.slots)
 	if load.keys > 0 {
-		n = max(1, int(atomicJobKeys/load.keys))
+		n = max(1, int(AtomicJobKeys/load.keys))
 	}
 	if n >= len(p.slots) {
 		return []*atomicPair{p}
 	}
 	slots := slices.Sorted(slices.Values(p.slots))
-	var out []*atomicPair
-	for i := 0; i < len(slots); i += n {
-		out = append(out, &atomicPair{from: p.from, to: p.to, slots: slots[i:min(i+n, len(slots))]})
+	jobs := (len(slots) + n - 1) / n
+	out := make([]*atomicPair, 0, jobs)
+	for i, from := 0, 0; i < jobs; i++ {
+		to := from + len(slots)/jobs
+		if i < len(slots)%jobs {
+			to++
+		}
+		out = append(out, &atomicPair{from: p.from, to: p.to, slots: slots[from:to]})
+		from = to
 	}
 	return out
 }

@@ -72,14 +72,17 @@ func TestAtomicScaleOutAndInKeepsKeys(t *testing.T) {
 
 	w := startTLSWriter(t, members, nil)
 	began := time.Now()
-	imports := watchImports(t, f, members[6:8])
+	imports := watchImports(t, f, members)
 	moved, steps := scaleAtomic(t, f, members, ScaleRequest{Masters: 4, ReplicasPerMaster: 1, Keep: 8, Budget: 2 * time.Second})
 	out := time.Since(began)
-	atOnce, sources := imports()
-	t.Logf("the new master imported from %d sources, at most %d at once", sources, atOnce)
+	atOnce, sources, exports := imports()
+	t.Logf("the new master imported from %d sources, at most %d at once; a source ran at most %d jobs at once", sources, atOnce, exports)
 	if atOnce > AtomicSourcesPerTarget || sources < 2 {
 		t.Errorf("the new master imported from %d sources at once (%d in all), want at most %d at once and every old master in turn",
 			atOnce, sources, AtomicSourcesPerTarget)
+	}
+	if exports > AtomicJobsPerSource || exports == 0 {
+		t.Errorf("a source ran %d jobs at once, want 1 to %d", exports, AtomicJobsPerSource)
 	}
 	began = time.Now()
 	back, _ := scaleAtomic(t, f, members, ScaleRequest{Masters: 3, ReplicasPerMaster: 1, Keep: 6, Budget: 2 * time.Second})
@@ -107,12 +110,12 @@ func TestAtomicScaleOutAndInKeepsKeys(t *testing.T) {
 }
 
 // watchImports reads the nodes' jobs every 5 ms until the returned function is called,
-// which reports the most sources whose imports one node ran at once, and how many
-// sources were seen in all.
-func watchImports(t *testing.T, f Factory, nodes []topology.Member) func() (int, int) {
+// which reports the most sources whose imports one node ran at once, how many sources
+// were seen in all, and the most exports one node ran at once.
+func watchImports(t *testing.T, f Factory, nodes []topology.Member) func() (int, int, int) {
 	t.Helper()
 	stop, done := make(chan struct{}), make(chan struct{})
-	atOnce, seen := 0, map[string]bool{}
+	atOnce, seen, exports := 0, map[string]bool{}, 0
 	go func() {
 		defer close(done)
 		for {
@@ -123,20 +126,23 @@ func watchImports(t *testing.T, f Factory, nodes []topology.Member) func() (int,
 			}
 			for _, n := range nodes {
 				jobs, _ := f.For(n.Addr).SlotMigrations(context.Background())
-				now := map[string]bool{}
+				now, out := map[string]bool{}, 0
 				for _, j := range jobs {
 					if j.Operation == "IMPORT" && !j.Finished() && j.Source != "" {
 						now[j.Source], seen[j.Source] = true, true
 					}
+					if j.Operation == "EXPORT" && !j.Finished() {
+						out++
+					}
 				}
-				atOnce = max(atOnce, len(now))
+				atOnce, exports = max(atOnce, len(now)), max(exports, out)
 			}
 		}
 	}()
-	return func() (int, int) {
+	return func() (int, int, int) {
 		close(stop)
 		<-done
-		return atOnce, len(seen)
+		return atOnce, len(seen), exports
 	}
 }
 
@@ -180,8 +186,8 @@ func TestAtomicAdoptsRunningJobsAndCancelsUnwanted(t *testing.T) {
 	f, members, keys := valkeyCluster(t, 4, 0, "adopt", 30_000)
 	// Jobs of at most 1,000 keys: each source's move is two jobs or more, so adoption and
 	// cancellation meet several jobs of one pair, as with millions of keys.
-	defer func(n float64) { atomicJobKeys = n }(atomicJobKeys)
-	atomicJobKeys = 1000
+	defer func(n float64) { AtomicJobKeys = n }(AtomicJobKeys)
+	AtomicJobKeys = 1000
 	out := ScaleRequest{Masters: 4, Keep: 4, Budget: 2 * time.Second}
 
 	// Steps until the first one that migrates: it starts jobs; a budget of 1 ns returns
@@ -235,7 +241,7 @@ func TestAtomicAdoptsRunningJobsAndCancelsUnwanted(t *testing.T) {
 		}
 	}
 	if succeeded <= 3 {
-		t.Errorf("%d export jobs succeeded for 3 sources: the moves were not cut into jobs of at most %v keys", succeeded, atomicJobKeys)
+		t.Errorf("%d export jobs succeeded for 3 sources: the moves were not cut into jobs of at most %v keys", succeeded, AtomicJobKeys)
 	}
 	if lost := lostKeysTLS(t, f, members, keys, nil); lost > 0 {
 		t.Fatalf("%d keys lost", lost)

@@ -58,7 +58,7 @@ func main() {
 	flag.StringVar(&cfg.redisCli, "redis-cli", "/usr/bin/redis-cli", "redis-cli binary")
 	flag.BoolVar(&verbose, "v", false, "print every operator step, and each move's longest write gap with its shard and times")
 	flag.StringVar(&keepLogs, "logs", "", "copy every server's log to this directory (ROUND-METHOD-N.log) before its servers are removed")
-	only := flag.String("only", "", "run only these methods, comma-separated (redis-cli, operator, redis-cli-pods, operator-pods, devcluster; with -valkey: valkey-cli, operator-asm, operator-asm-all, operator-legacy), e.g. to profile one; devcluster also needs -devcluster")
+	only := flag.String("only", "", "run only these methods, comma-separated (redis-cli, operator, redis-cli-pods, operator-pods, devcluster; with -valkey: valkey-cli, operator-asm, operator-asm-batched, operator-asm-all, operator-asm-8k, operator-legacy), e.g. to profile one; devcluster also needs -devcluster")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this program (redis.Scale runs in it) to this file")
 	valkey := flag.Bool("valkey", false, "run on Valkey 9.1 (the project's image, bin/images/valkey-9.1.tar): valkey-cli --cluster rebalance vs the operator's atomic slot migration (CLUSTER MIGRATESLOTS) vs its legacy MIGRATE mover, on plain servers")
 	onDevcluster := flag.Bool("devcluster", false, "also scale the demo RedisCluster 6 -> 8 -> 6 pods through the operator on the devcluster")
@@ -113,17 +113,33 @@ func main() {
 }
 
 // valkeyMethods are -valkey's: valkey-cli (9.1.2's still moves keys with MIGRATE), the
-// operator with the servers' own migration, the same with every source exporting to a
-// target at once (redis.AtomicSourcesPerTarget 0, the mover before 2026-11-28), and the
-// operator's legacy mover forced.
+// operator with the servers' own migration, the same with every job of a source and
+// target started at once (redis.AtomicJobsPerSource 0, the mover before 2026-11-28
+// 02:00), the same with every source exporting to a target at once too
+// (redis.AtomicSourcesPerTarget 0 as well, the mover before 2026-11-28), the operator's
+// with jobs of half the keys, and the operator's legacy mover forced.
 var valkeyMethods = []method{{"valkey-cli", cliOut, cliIn, false}, {"operator-asm", opOut, opIn, false},
-	{"operator-asm-all", allSources(opOut), allSources(opIn), false}, {"operator-legacy", legacy(opOut), legacy(opIn), false}}
+	{"operator-asm-batched", atomicLimits(opOut, 0, 1), atomicLimits(opIn, 0, 1), false},
+	{"operator-asm-all", atomicLimits(opOut, 0, 0), atomicLimits(opIn, 0, 0), false},
+	{"operator-asm-8k", smallJobs(opOut), smallJobs(opIn), false},
+	{"operator-legacy", legacy(opOut), legacy(opIn), false}}
 
-// allSources runs move with every source of a target exporting at once.
-func allSources(move func(context.Context, *cluster, config) error) func(context.Context, *cluster, config) error {
+// atomicLimits runs move with redis.AtomicJobsPerSource and redis.AtomicSourcesPerTarget
+// set to jobs and sources.
+func atomicLimits(move func(context.Context, *cluster, config) error, jobs, sources int) func(context.Context, *cluster, config) error {
 	return func(ctx context.Context, c *cluster, cfg config) error {
-		defer func(n int) { redis.AtomicSourcesPerTarget = n }(redis.AtomicSourcesPerTarget)
-		redis.AtomicSourcesPerTarget = 0
+		defer func(j, s int) { redis.AtomicJobsPerSource, redis.AtomicSourcesPerTarget = j, s }(redis.AtomicJobsPerSource, redis.AtomicSourcesPerTarget)
+		redis.AtomicJobsPerSource, redis.AtomicSourcesPerTarget = jobs, sources
+		return move(ctx, c, cfg)
+	}
+}
+
+// smallJobs runs move with jobs of at most 8,192 keys (redis.AtomicJobKeys), half the
+// operator's: a hand-off deletes half the keys, at the cost of twice the hand-offs.
+func smallJobs(move func(context.Context, *cluster, config) error) func(context.Context, *cluster, config) error {
+	return func(ctx context.Context, c *cluster, cfg config) error {
+		defer func(n float64) { redis.AtomicJobKeys = n }(redis.AtomicJobKeys)
+		redis.AtomicJobKeys = 8192
 		return move(ctx, c, cfg)
 	}
 }
