@@ -166,7 +166,12 @@ func TestDeletionPolicy(t *testing.T) {
 		Spec: redisv1alpha1.RedisClusterBackupSpec{ClusterName: "absent", PVC: &redisv1alpha1.PVCDestination{ClaimName: "backups", Prefix: "a/../.."}}}
 	err = apiClient.Create(ctx, bad)
 	g.Expect(err).To(HaveOccurred())
-	g.Expect(err.Error()).To(ContainSubstring("spec.pvc.prefix: no '..' element"))
+	g.Expect(err.Error()).To(ContainSubstring("spec.pvc.prefix: a path inside the volume: no '..' element and no leading '/'"))
+	// A leading '/' made every backup fail after its cut (the store refuses the name).
+	bad.Name, bad.Spec.PVC.Prefix = "absolute", "/backups"
+	err = apiClient.Create(ctx, bad)
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(err.Error()).To(ContainSubstring("spec.pvc.prefix: a path inside the volume"))
 }
 
 // TestRetentionNeverCountsAFailedBackup: the newest keep Succeeded backups are kept, older
@@ -207,7 +212,10 @@ func TestRetentionNeverCountsAFailedBackup(t *testing.T) {
 func TestStorePodNotReadySaysWhy(t *testing.T) {
 	g := NewWithT(t)
 	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "backups"}}
-	pod := storePodSpec("ns", "b-backup-store", "backups", "img")
+	pod := storePodSpec("ns", "b-backup-store", "backups", "img", backup.TokenDigest("t0ken"))
+	// The pod is given the token's digest only: no Secret holds a token, none is in the spec.
+	g.Expect(pod.Spec.Containers[0].Env).To(Equal([]corev1.EnvVar{{Name: backup.StoreTokenEnv, Value: backup.TokenDigest("t0ken")}}))
+	g.Expect(podDigest(pod)).To(Equal(backup.TokenDigest("t0ken")))
 	pod.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Minute))
 	g.Expect(storeNotReady(pod, pvc)).To(Equal(ReasonStoreStarting))
 	pod.CreationTimestamp = metav1.NewTime(time.Now().Add(-3 * time.Minute))

@@ -70,6 +70,8 @@ type Reconciler struct {
 	gc gcWhileMoving
 	// ownImage guards Options.StoreImage, learnt from the operator's own pod (storeImage).
 	ownImage sync.Mutex
+	// storeTokens are the store pods' tokens (storepod.go).
+	storeTokens storeTokens
 }
 
 // New builds the reconciler from the manager's clients.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,7 +27,9 @@ import (
 // A PersistentVolumeClaim destination is served by a store pod: the operator's own image
 // running `manager backup-store` with the claim mounted at /backup (redis/backup's
 // StoreHandler over a Dir), which the operator reaches over HTTP with a token of the
-// pod's own Secret. The cut, the upload, the manifest, the restore and the deletion of
+// pod's own. The token lives in the operator's memory only (storeTokens); the pod's spec
+// holds its SHA-256, which lets no one in, so no Secret is written for it. After an
+// operator restart the token is new and the pod is replaced. The cut, the upload, the manifest, the restore and the deletion of
 // the objects are the operator's, exactly as for S3: only the Store differs. The pod is
 // owned by what uses it (the backup, or the restoring cluster) and deleted once done.
 
@@ -34,14 +37,10 @@ import (
 // the reason says what is wrong (PVCNotBound, StorePodNotReady).
 const storeBindTimeout = 2 * time.Minute
 
-// storeTokenKey is the key of the store pod's Secret holding its token.
-const storeTokenKey = "token"
-
 // storeUID is the store pod's user and group: distroless's nonroot, as the operator's image.
 const storeUID = 65532
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=create
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=delete
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get
 
 // storePod is a client of the ready store pod name for d's claim, created (with its token
@@ -60,15 +59,21 @@ func (r *Reconciler) storePod(ctx context.Context, owner client.Object, name str
 	if err != nil || image == "" {
 		return nil, ReasonStoreImageUnset, fmt.Sprintf("%s: the operator does not know its image to run the store pod with (--backup-store-image, or its own pod's): %v", field, err), nil
 	}
-	token, err := r.storeToken(ctx, owner, name)
-	if err != nil {
-		return nil, "", "", err
-	}
+	token := r.storeTokens.token(ns, name)
 	pod := &corev1.Pod{}
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod); client.IgnoreNotFound(err) != nil {
 		return nil, "", "", err
+	} else if err == nil && !metav1.IsControlledBy(pod, owner) {
+		return nil, ReasonStorePodRefused, fmt.Sprintf("%s: a pod named %s exists that the operator did not create for %s; rename or delete it", field, name, owner.GetName()), nil
+	} else if err == nil && (podDigest(pod) != backup.TokenDigest(token) || podEnded(pod)) {
+		// Made before the operator restarted (another token), or ended: replaced.
+		uid := pod.UID
+		if err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+			return nil, "", "", err
+		}
+		return nil, ReasonStoreStarting, fmt.Sprintf("store pod %s replaced (a new token, or it had ended)", name), nil
 	} else if err != nil {
-		pod = storePodSpec(ns, name, claim, image)
+		pod = storePodSpec(ns, name, claim, image, backup.TokenDigest(token))
 		if err := controllerutil.SetControllerReference(owner, pod, r.Client.Scheme()); err != nil {
 			return nil, "", "", err
 		}
@@ -123,39 +128,65 @@ func pvcPhase(pvc *corev1.PersistentVolumeClaim) string {
 	return string(pvc.Status.Phase)
 }
 
-// storeToken is the token of store pod name, from its Secret (created, owned by owner,
-// with a new random token if missing).
-func (r *Reconciler) storeToken(ctx context.Context, owner client.Object, name string) (string, error) {
-	sec := &corev1.Secret{}
-	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: owner.GetNamespace(), Name: name}, sec)
-	if err == nil && len(sec.Data[storeTokenKey]) > 0 {
-		return string(sec.Data[storeTokenKey]), nil
-	}
-	if client.IgnoreNotFound(err) != nil {
-		return "", err
-	}
-	raw := make([]byte, 32)
-	_, _ = rand.Read(raw)
-	sec = &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: owner.GetNamespace(), Labels: storeLabels()},
-		Data:       map[string][]byte{storeTokenKey: []byte(hex.EncodeToString(raw))},
-	}
-	if err := controllerutil.SetControllerReference(owner, sec, r.Client.Scheme()); err != nil {
-		return "", err
-	}
-	if err := r.Client.Create(ctx, sec); err != nil {
-		return "", fmt.Errorf("creating the store pod's Secret %s: %w", name, err) // an AlreadyExists is retried
-	}
-	return string(sec.Data[storeTokenKey]), nil
+// storeTokens are the store pods' tokens, by namespace/name, in memory only.
+type storeTokens struct {
+	mu     sync.Mutex
+	tokens map[string]string
 }
 
-// releaseStore deletes the store pod name and its Secret, if any.
-func (r *Reconciler) releaseStore(ctx context.Context, ns, name string) error {
-	meta := metav1.ObjectMeta{Namespace: ns, Name: name}
-	if err := r.Client.Delete(ctx, &corev1.Pod{ObjectMeta: meta}); client.IgnoreNotFound(err) != nil {
-		return err
+// token is pod ns/name's token, a new random one the first time.
+func (t *storeTokens) token(ns, name string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.tokens == nil {
+		t.tokens = map[string]string{}
 	}
-	return client.IgnoreNotFound(r.Client.Delete(ctx, &corev1.Secret{ObjectMeta: meta}))
+	key := ns + "/" + name
+	if t.tokens[key] == "" {
+		raw := make([]byte, 32)
+		_, _ = rand.Read(raw)
+		t.tokens[key] = hex.EncodeToString(raw)
+	}
+	return t.tokens[key]
+}
+
+func (t *storeTokens) forget(ns, name string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.tokens, ns+"/"+name)
+}
+
+// podDigest is the token digest a store pod was given.
+func podDigest(pod *corev1.Pod) string {
+	for _, c := range pod.Spec.Containers {
+		for _, e := range c.Env {
+			if e.Name == backup.StoreTokenEnv {
+				return e.Value
+			}
+		}
+	}
+	return ""
+}
+
+func podEnded(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded
+}
+
+// releaseStore deletes the store pod name, if it is one (its labels: a user's pod of that
+// name is left alone), and forgets its token.
+func (r *Reconciler) releaseStore(ctx context.Context, ns, name string) error {
+	r.storeTokens.forget(ns, name)
+	pod := &corev1.Pod{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	for k, v := range storeLabels() {
+		if pod.Labels[k] != v {
+			return nil
+		}
+	}
+	uid := pod.UID
+	return client.IgnoreNotFound(r.Client.Delete(ctx, pod, client.Preconditions{UID: &uid}))
 }
 
 // storeImage is the image store pods run: --backup-store-image, else the operator's own
@@ -185,7 +216,7 @@ func storeLabels() map[string]string {
 // storePodSpec is the store pod: restricted (non-root, no privilege escalation, no
 // capability, RuntimeDefault seccomp, read-only root), no ServiceAccount token, the claim
 // at /backup, ready once it serves.
-func storePodSpec(ns, name, claim, image string) *corev1.Pod {
+func storePodSpec(ns, name, claim, image, digest string) *corev1.Pod {
 	port := intstr.FromInt32(backup.StorePort)
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: storeLabels()},
@@ -199,10 +230,9 @@ func storePodSpec(ns, name, claim, image string) *corev1.Pod {
 			},
 			Containers: []corev1.Container{{
 				Name: "store", Image: image,
-				Args:  []string{"backup-store", "--dir=/backup"},
-				Ports: []corev1.ContainerPort{{Name: "store", ContainerPort: backup.StorePort}},
-				Env: []corev1.EnvVar{{Name: backup.StoreTokenEnv, ValueFrom: &corev1.EnvVarSource{
-					SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: storeTokenKey}}}},
+				Args:           []string{"backup-store", "--dir=/backup"},
+				Ports:          []corev1.ContainerPort{{Name: "store", ContainerPort: backup.StorePort}},
+				Env:            []corev1.EnvVar{{Name: backup.StoreTokenEnv, Value: digest}},
 				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: port}}, PeriodSeconds: 1},
 				Resources: corev1.ResourceRequirements{
 					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("32Mi")},

@@ -121,7 +121,7 @@ type PVCDestination struct {
 	// prefix is prepended to every file's path in the volume (no leading or trailing
 	// slash needed).
 	// +kubebuilder:validation:MaxLength=512
-	// +kubebuilder:validation:XValidation:rule="!self.split('/').exists(e, e == '..')",message="spec.pvc.prefix: no '..' element"
+	// +kubebuilder:validation:XValidation:rule="!self.split('/').exists(e, e == '..') && !self.startsWith('/')",message="spec.pvc.prefix: a path inside the volume: no '..' element and no leading '/'"
 	// +optional
 	Prefix string `json:"prefix,omitempty"`
 }

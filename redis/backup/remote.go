@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -21,6 +22,7 @@ type Remote struct {
 	Token string
 	// Claim names the volume in errors ("PersistentVolumeClaim backups").
 	Claim  string
+	once   sync.Once
 	client *http.Client
 }
 
@@ -45,13 +47,18 @@ func (e *StoreError) Unwrap() error {
 	return nil
 }
 
+// http is the client every request goes through, built once: the shards' uploads share
+// one Remote from as many goroutines. A redirect is never followed (the token would go
+// with it).
 func (s *Remote) http() *http.Client {
-	if s.client == nil {
+	s.once.Do(func() {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.DialContext = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 		tr.ResponseHeaderTimeout = time.Minute
-		s.client = &http.Client{Transport: tr}
-	}
+		s.client = &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		}}
+	})
 	return s.client
 }
 

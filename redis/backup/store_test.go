@@ -20,7 +20,7 @@ import (
 // remoteDir serves a fresh directory as a store pod does, and returns a client of it.
 func remoteDir(t *testing.T) (*Remote, string) {
 	root := t.TempDir()
-	srv := httptest.NewServer(StoreHandler(Dir{Root: root}, "s3cret", log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(StoreHandler(Dir{Root: root}, TokenDigest("s3cret"), log.New(io.Discard, "", 0)))
 	t.Cleanup(srv.Close)
 	return &Remote{URL: srv.URL, Token: "s3cret", Claim: "PersistentVolumeClaim test"}, root
 }
@@ -97,8 +97,7 @@ func TestDirStoreThroughItsPodGivesWhatS3Gives(t *testing.T) {
 func TestStorePodRefusesWithoutTokenAndSaysTheVolumeIsFull(t *testing.T) {
 	ctx := context.Background()
 	remote, root := remoteDir(t)
-	wrong := *remote
-	wrong.Token, wrong.client = "guess", nil
+	wrong := &Remote{URL: remote.URL, Token: "guess", Claim: remote.Claim}
 	var se *StoreError
 	if _, err := wrong.List(ctx, ""); !errors.As(err, &se) || se.Status != http.StatusUnauthorized {
 		t.Fatalf("wrong token: %v", err)

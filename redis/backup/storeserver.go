@@ -2,7 +2,9 @@ package backup
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -12,13 +14,16 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 )
 
-// StoreTokenEnv is the environment variable that gives the store server its token: every
-// request but /healthz must carry it as "Authorization: Bearer TOKEN".
-const StoreTokenEnv = "BACKUP_STORE_TOKEN"
+// StoreTokenEnv is the environment variable that gives the store server the SHA-256 (hex)
+// of its token: every request but /healthz must carry the token itself as
+// "Authorization: Bearer TOKEN". The pod's spec holds only the digest, which lets no one
+// in; the token stays in the operator's memory (no Secret is written for it).
+const StoreTokenEnv = "BACKUP_STORE_TOKEN_SHA256"
 
 // StorePort is the port the store server listens on in its pod.
 const StorePort = 8080
@@ -34,10 +39,17 @@ func storeStatus(err error) int {
 	return http.StatusInternalServerError
 }
 
-// StoreHandler serves store over HTTP to the holders of token, for Remote:
+// TokenDigest is the hex SHA-256 of a store token, what a store pod is given.
+func TokenDigest(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// StoreHandler serves store over HTTP to the holders of the token whose TokenDigest is
+// digest, for Remote:
 // PUT, GET and DELETE /objects/KEY, GET /objects?prefix=P (a JSON list), and
 // GET /healthz (no token) for the pod's readiness probe. Each request is logged.
-func StoreHandler(store Store, token string, logger *log.Logger) http.Handler {
+func StoreHandler(store Store, digest string, logger *log.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("PUT /objects/{key...}", func(w http.ResponseWriter, r *http.Request) {
@@ -63,8 +75,8 @@ func StoreHandler(store Store, token string, logger *log.Logger) http.Handler {
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start, rec := time.Now(), &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-		given := []byte(r.Header.Get("Authorization"))
-		if r.URL.Path != "/healthz" && subtle.ConstantTimeCompare(given, []byte("Bearer "+token)) != 1 {
+		given, bearer := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if r.URL.Path != "/healthz" && (!bearer || subtle.ConstantTimeCompare([]byte(TokenDigest(given)), []byte(digest)) != 1) {
 			http.Error(rec, "a store token is needed", http.StatusUnauthorized)
 		} else {
 			mux.ServeHTTP(rec, r)
@@ -97,7 +109,7 @@ func (s *statusRecorder) WriteHeader(code int) {
 
 // RunStoreServer is the manager's "backup-store" subcommand, the process of a store pod:
 // it serves the directory --dir (where the PersistentVolumeClaim is mounted) on
-// --listen until SIGTERM, to the holders of the token in $BACKUP_STORE_TOKEN.
+// --listen until SIGTERM, to the holders of the token $BACKUP_STORE_TOKEN_SHA256 is the digest of.
 func RunStoreServer(args []string) error {
 	fs := flag.NewFlagSet("backup-store", flag.ContinueOnError)
 	dir := fs.String("dir", "/backup", "Directory the backups' objects are written under (the volume's mount).")
@@ -105,15 +117,16 @@ func RunStoreServer(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	token := os.Getenv(StoreTokenEnv)
-	if token == "" {
-		return fmt.Errorf("$%s is empty: the store would serve anyone", StoreTokenEnv)
+	digest := os.Getenv(StoreTokenEnv)
+	if len(digest) != sha256.Size*2 {
+		return fmt.Errorf("$%s is not a SHA-256 digest: the store would serve anyone", StoreTokenEnv)
 	}
 	if st, err := os.Stat(*dir); err != nil || !st.IsDir() {
 		return fmt.Errorf("--dir %s: not a directory (%v)", *dir, err)
 	}
 	logger := log.New(os.Stderr, "", log.LstdFlags|log.LUTC)
-	srv := &http.Server{Addr: *listen, Handler: StoreHandler(Dir{Root: *dir}, token, logger), ReadHeaderTimeout: 30 * time.Second}
+	srv := &http.Server{Addr: *listen, Handler: StoreHandler(Dir{Root: *dir}, digest, logger),
+		ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	go func() {

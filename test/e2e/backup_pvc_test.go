@@ -95,6 +95,10 @@ spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
 		want = append(want, fmt.Sprint("pk:", i))
 	}
 	before, after := splitAtCut(w, b)
+	// A writer that wrote nothing on either side of the cut would prove nothing.
+	if len(before) == 0 || len(after) == 0 {
+		t.Fatalf("the writer had %d writes acknowledged before the cut and %d sent after it; both must be some", len(before), len(after))
+	}
 	missing, err := rr.Missing(ctx, append(want, before...))
 	if err != nil || len(missing) > 0 {
 		t.Fatalf("r5: %d keys missing (%v), e.g. %v", len(missing), err, missing[:min(5, len(missing))])
