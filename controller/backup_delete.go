@@ -38,6 +38,13 @@ func (r *BackupReconciler) finalize(ctx context.Context, b *redisv1alpha1.RedisC
 	if reason == ReasonStoreStarting {
 		return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
 	}
+	if reason == ReasonPVCNotFound {
+		// The claim is gone (or going), and the files with it unless its volume is retained:
+		// holding the backup would hold its namespace's deletion for ever.
+		r.Recorder.Eventf(b, corev1.EventTypeWarning, ReasonObjectsNotDeleted, "deletionPolicy Delete: %s; the files under %s/ went with it unless its volume is retained, and are not looked for",
+			msg, dest.location(dir))
+		reason, err = "", nil
+	}
 	if err != nil || reason != "" {
 		if reason == "" {
 			reason, msg = storeErrorReason(dest), err.Error()

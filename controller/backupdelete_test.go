@@ -127,6 +127,20 @@ func TestDeletionPolicy(t *testing.T) {
 	g.Expect(gone(pending)).To(BeFalse(), "held by the finalizer")
 	reconcile(pending)
 	g.Expect(gone(pending)).To(BeTrue())
+	// A PersistentVolumeClaim's backup whose claim is gone (a namespace being deleted takes
+	// its claims first) goes with a Warning: holding it would hold the namespace for ever.
+	orphan := &redisv1alpha1.RedisClusterBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "claim-gone"},
+		Spec: redisv1alpha1.RedisClusterBackupSpec{ClusterName: "absent", DeletionPolicy: redisv1alpha1.DeletionDelete,
+			PVC: &redisv1alpha1.PVCDestination{ClaimName: "gone"}}}
+	g.Expect(apiClient.Create(ctx, orphan)).To(Succeed())
+	cut := metav1.NewMicroTime(time.Now())
+	orphan.Status = redisv1alpha1.RedisClusterBackupStatus{Phase: redisv1alpha1.BackupSucceeded, CutStartedAt: &cut}
+	g.Expect(apiClient.Status().Update(ctx, orphan)).To(Succeed())
+	reconcile(orphan)
+	g.Expect(apiClient.Delete(ctx, orphan)).To(Succeed())
+	reconcile(orphan)
+	g.Expect(gone(orphan)).To(BeTrue(), "held by a claim that no longer exists")
+	g.Expect(strings.Join(h.events(), "\n")).To(ContainSubstring(`no PersistentVolumeClaim "gone"`))
 
 	// The rest of the spec stays immutable.
 	got.Spec.S3.Prefix = "elsewhere"

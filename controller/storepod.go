@@ -55,6 +55,9 @@ func (r *Reconciler) storePod(ctx context.Context, owner client.Object, name str
 		}
 		return nil, "", "", err
 	}
+	if pvc.DeletionTimestamp != nil {
+		return nil, ReasonPVCNotFound, fmt.Sprintf("%s: PersistentVolumeClaim %q in namespace %s is being deleted", field, claim, ns), nil
+	}
 	image, err := r.storeImage(ctx)
 	if err != nil || image == "" {
 		return nil, ReasonStoreImageUnset, fmt.Sprintf("%s: the operator does not know its image to run the store pod with (--backup-store-image, or its own pod's): %v", field, err), nil
