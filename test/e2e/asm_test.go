@@ -171,7 +171,13 @@ func waitForJob(ctx context.Context, t *testing.T, ns, operation string) string 
 	t.Helper()
 	pod := ""
 	NewWithT(t).Eventually(func() bool {
+		self, _ := nodesOf(ctx, t, ns)
 		for p, ip := range podIPs(ctx, t, ns, "demo") {
+			// A master's job only: a replica lists its master's jobs too, and the
+			// failover this is for needs the master (CI once picked a replica).
+			if n, ok := self[p]; !ok || !n.Master {
+				continue
+			}
 			for _, j := range jobsOf(ctx, t, p, ip) {
 				if j.Operation == operation && !j.Finished() {
 					pod = p
