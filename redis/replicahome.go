@@ -19,12 +19,14 @@ import (
 // following the slots is never what its replica should do then. CONFIG SET only, best
 // effort; the first Running reconcile sets redis.conf's value back (the controller's
 // restoreReplicaMigration), which turns the servers' own replica migration back on.
-func keepReceiversReplicasHome(ctx context.Context, f Factory, st *topology.ClusterState, keep int, moves []topology.SlotMove) {
+//
+// servers is what each member runs, by member index (ScaleRequest.servers: what the
+// controller learnt, read only when it does not know).
+func keepReceiversReplicasHome(ctx context.Context, f Factory, st *topology.ClusterState, servers []topology.Server, keep int, moves []topology.SlotMove) {
 	for _, i := range topology.ReplicasOf(st, keep, topology.SlotReceivers(st, moves)) {
-		c := f.For(st.Members[i].Addr)
-		if s, err := c.Server(ctx); err != nil || !s.SetSlotBlocks() {
+		if !servers[i].SetSlotBlocks() {
 			continue // Redis applies SETSLOT on the node it is sent to only
 		}
-		_ = c.ConfigSet(ctx, ReplicaMigration, "no")
+		_ = f.For(st.Members[i].Addr).ConfigSet(ctx, ReplicaMigration, "no")
 	}
 }

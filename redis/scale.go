@@ -121,7 +121,8 @@ func Scale(ctx context.Context, f Factory, members []topology.Member, req ScaleR
 // kept masters' maxmemory must hold them (checkCapacity).
 func moveSlots(ctx context.Context, f Factory, members []topology.Member, st *topology.ClusterState, moves []topology.SlotMove, req ScaleRequest) (ScaleProgress, bool, error) {
 	var jobs map[string][]SlotMigration
-	atomic := req.atomic(ctx, f, st)
+	servers := req.servers(ctx, f, st)
+	atomic := req.atomic(servers)
 	if atomic {
 		var busy bool
 		var err error
@@ -137,7 +138,7 @@ func moveSlots(ctx context.Context, f Factory, members []topology.Member, st *to
 		return ScaleProgress{Phase: topology.PhaseRefused}, true, err
 	}
 	keepLeavingApart(ctx, f, members, req)
-	keepReceiversReplicasHome(ctx, f, st, req.Keep, moves)
+	keepReceiversReplicasHome(ctx, f, st, servers, req.Keep, moves)
 	var prog ScaleProgress
 	if atomic {
 		prog, err = migrateAtomic(ctx, f, st, moves, req, jobs, mem)
@@ -186,8 +187,8 @@ func (req ScaleRequest) Shape() topology.ScaleShape {
 // member says it runs a server with it (INFO server, as the caller learnt it or read now,
 // not the CR's version), no cap on keys per second is asked (ASM has none) and the
 // request does not forbid it.
-func (req ScaleRequest) atomic(ctx context.Context, f Factory, st *topology.ClusterState) bool {
-	return !req.LegacyMover && req.MaxKeysPerSecond == 0 && UsesAtomicMigration(req.servers(ctx, f, st))
+func (req ScaleRequest) atomic(servers []topology.Server) bool {
+	return !req.LegacyMover && req.MaxKeysPerSecond == 0 && UsesAtomicMigration(servers)
 }
 
 // servers is what each member runs: what the caller learnt (Servers) when it knows every

@@ -29,7 +29,7 @@ func convergeForResize(ctx context.Context, f Factory, members []topology.Member
 	}
 	if !st.NoOpenSlots() {
 		keepLeavingApart(ctx, f, members, req)
-		keepReceiversReplicasHome(ctx, f, st, req.Keep, nil)
+		keepReceiversReplicasHome(ctx, f, st, req.servers(ctx, f, st), req.Keep, nil)
 		p, err := fixOpenSlots(ctx, f, st, req.moveOptions())
 		return st, p, true, partialStep(err)
 	}

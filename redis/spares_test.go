@@ -115,7 +115,7 @@ func TestKeepReceiversReplicasHome(t *testing.T) {
 	onSpareImages(t, 0, func(t *testing.T, img redistest.Image, f Factory, members []topology.Member, _ []string, st *topology.ClusterState) {
 		ctx := ctxFor(t, 30*time.Second)
 		moves := []topology.SlotMove{{Slot: 16383, From: st.Members[2].ID(), To: st.Members[0].ID()}}
-		keepReceiversReplicasHome(ctx, f, st, len(members), moves)
+		keepReceiversReplicasHome(ctx, f, st, membersServers(ctx, f, st), len(members), moves)
 		home := replicaOf(st, 0)
 		for i, m := range members {
 			v, err := f.For(m.Addr).ConfigGet(ctx, ReplicaMigration)
