@@ -42,6 +42,10 @@ const storeUID = 65532
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=create
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get
+// A backup's store pod is owned by the backup with blockOwnerDeletion, which the
+// OwnerReferencesPermissionEnforcement admission plugin (on in OpenShift) allows only
+// with update on the owner's finalizers (redisclusters/finalizers is reconciler.go's).
+// +kubebuilder:rbac:groups=redis.middleware.hc.cn,resources=redisclusterbackups/finalizers,verbs=update
 
 // storePod is a client of the ready store pod name for d's claim, created (with its token
 // Secret, both owned by owner) if missing; a reason not empty says why it is not usable

@@ -59,6 +59,9 @@ func runSuite(m *testing.M) int {
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
 	}
+	// As OpenShift does: an owner reference with blockOwnerDeletion needs update on the
+	// owner's finalizers subresource (TestOperatorRoleMayBlockOwnerDeletion).
+	testEnv.ControlPlane.GetAPIServer().Configure().Append("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
 	cfg, err := testEnv.Start()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "failed to start envtest: %v\n", err)
