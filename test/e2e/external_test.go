@@ -194,6 +194,8 @@ func TestExternalAccessNodePort(t *testing.T) {
 	host, port, _ := net.SplitHostPort(seed)
 	// redis-cli prints "-> Redirected to slot" only in its interactive mode: once without
 	// -c, to show the MOVED and the node port it names, then with -c, which follows it.
+	// Each -c answer is the one its command must give: the set's OK, the get's the value set.
+	want := map[string]string{"set": "OK", "get": "from-outside"}
 	for _, args := range [][]string{{"set", key, "from-outside"}, {"-c", "set", key, "from-outside"}, {"-c", "get", key}} {
 		cmd := exec.CommandContext(ctx, "redis-cli", append([]string{"-h", host, "-p", port}, args...)...)
 		cmd.Env = append(os.Environ(), "REDISCLI_AUTH="+pw)
@@ -212,8 +214,8 @@ func TestExternalAccessNodePort(t *testing.T) {
 				t.Errorf("MOVED names %s, not a node's address", f[2])
 			}
 		case "-c":
-			if got != "OK" && got != "from-outside" {
-				t.Errorf("redis-cli -c did not follow the MOVED: %q", got)
+			if got != want[args[1]] {
+				t.Errorf("redis-cli -c %s: %q, want %q (the MOVED followed to the key's owner)", args[1], got, want[args[1]])
 			}
 		}
 	}
@@ -226,6 +228,11 @@ func TestExternalAccessNodePort(t *testing.T) {
 		t.Errorf("redis-cli -c printed no redirect")
 	} else if !onHosts(allowed, m[1]) {
 		t.Errorf("redis-cli -c was redirected to %s, not a node's address", m[1])
+	}
+	// The replies, in order: the value set above, the set's OK, the new value (quoted as
+	// redis-cli prints a string reply, so the echoed commands do not match).
+	if !regexp.MustCompile(`(?s)"from-outside".*\bOK\b.*"again"`).MatchString(transcript) {
+		t.Errorf("redis-cli -c interactive: want the replies \"from-outside\", OK, \"again\" in order")
 	}
 
 	o.writeThrough(ctx, t, "NodePort", scaleOut3to4, masterDeleted, upgradeRolled)
