@@ -110,8 +110,36 @@ table ip rcop {
 		ip saddr $NET_RANGE oifname != "rcop*" drop
 		ip daddr $NET_RANGE iifname != "rcop*" drop
 	}
+	# Hairpin: a pod that reaches itself through a Service (kube-proxy's DNAT to its own
+	# address) gets its SYN back with its own address as the source, and its kernel drops
+	# it (a martian): the connection hangs. kube-proxy masquerades these only for the
+	# endpoints it takes for local, those of the node it is named after (devnode-1); the
+	# bed's one kube-proxy serves every node, so the other nodes' pods get the masquerade
+	# here, from the pairs "address . the same address" of every pod range
+	# (TestDevclusterHairpin). Whichever NAT chain masquerades first, the other leaves it.
+	set hairpin {
+		type ipv4_addr . ipv4_addr
+		elements = { $(hairpin_pairs) }
+	}
+	chain hairpin {
+		type nat hook postrouting priority srcnat; policy accept;
+		ct status dnat ip saddr . ip daddr @hairpin masquerade fully-random
+	}
 }
 NFT
+}
+
+# hairpin_pairs: "IP . IP" for every pod address of every node (.2 to .254 of its /24; .1 is
+# the node's bridge), comma-separated, for net_up's hairpin set.
+hairpin_pairs() {
+	local n i net pairs=()
+	for ((n = 1; n <= NODES; n++)); do
+		net=$(node_pod_cidr "$n")
+		net=${net%.0/24}
+		for ((i = 2; i <= 254; i++)); do pairs+=("$net.$i . $net.$i"); done
+	done
+	local IFS=,
+	echo "${pairs[*]}"
 }
 
 net_down() {
