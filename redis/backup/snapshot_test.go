@@ -53,9 +53,9 @@ func TestDisklessSnapshotStopsAtItsMark(t *testing.T) {
 	for _, chunks := range [][]int{
 		{len(wire)},
 		{1},
-		{preamble + len(rdb) + 17, 23},                 // the mark split 17 + 23
-		{preamble + len(rdb) + 39, 1},                  // all but its last byte first
-		{preamble + len(rdb) - 5, 44},                  // the RDB's last bytes with the mark
+		{preamble + len(rdb) + 17, 23}, // the mark split 17 + 23
+		{preamble + len(rdb) + 39, 1},  // all but its last byte first
+		{preamble + len(rdb) - 5, 44},  // the RDB's last bytes with the mark
 		{preamble, 4096, 7, 65536, 39, 40, 41, 100000}, // ragged
 	} {
 		s := streamed(t, true, wire, chunks...)
