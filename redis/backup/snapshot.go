@@ -68,8 +68,8 @@ func (s *Snapshot) Open(idle time.Duration) error {
 			return fmt.Errorf("bad snapshot length from %s: %q", s.Shard.Addr, line)
 		}
 		s.Size = n
-		src.r = io.LimitReader(s.cn.r, n)
-		s.body = &truncatedReader{r: src, addr: s.Shard.Addr, left: n}
+		src.limited, src.left = true, n
+		s.body = src
 		return nil
 	}
 }
@@ -87,34 +87,30 @@ func (s *Snapshot) Read(p []byte) (int, error) {
 func (s *Snapshot) Close() error { return s.cn.Close() }
 
 // deadlineReader reads from the connection with a fresh read deadline each time: idle
-// bounds a stall, not the transfer.
+// bounds a stall, not the transfer. A disk snapshot's (limited) is its announced length,
+// left bytes of which are still to come: a stream that ends before them is an error.
 type deadlineReader struct {
-	cn   *conn
-	idle time.Duration
-	r    io.Reader // cn.r, or a limit of it
+	cn      *conn
+	idle    time.Duration
+	limited bool
+	left    int64
 }
 
 func (d *deadlineReader) Read(p []byte) (int, error) {
 	_ = d.cn.c.SetReadDeadline(time.Now().Add(d.idle))
-	if d.r == nil {
+	if !d.limited {
 		return d.cn.r.Read(p)
 	}
-	return d.r.Read(p)
-}
-
-// truncatedReader turns a disk snapshot's stream ending before its announced length into
-// an error (io.LimitReader alone would end it with io.EOF, as if whole).
-type truncatedReader struct {
-	r    io.Reader
-	addr string
-	left int64
-}
-
-func (t *truncatedReader) Read(p []byte) (int, error) {
-	n, err := t.r.Read(p)
-	t.left -= int64(n)
-	if err == io.EOF && t.left > 0 {
-		err = fmt.Errorf("the snapshot of %s ended %d bytes before its announced length: %w", t.addr, t.left, io.ErrUnexpectedEOF)
+	if d.left <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > d.left {
+		p = p[:d.left]
+	}
+	n, err := d.cn.r.Read(p)
+	d.left -= int64(n)
+	if err == io.EOF {
+		err = fmt.Errorf("the snapshot of %s ended %d bytes before its announced length: %w", d.cn.addr, d.left, io.ErrUnexpectedEOF)
 	}
 	return n, err
 }
