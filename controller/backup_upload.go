@@ -41,10 +41,9 @@ type uploadCounters struct {
 
 // upload streams every snapshot to the store in parallel, reading each through the RDB
 // parser on the way (counting keys and checking the RDB's own CRC64 at its end, so a
-// snapshot cut short or corrupted fails the backup; a diskless snapshot's length is
-// known only at its end mark), then writes the
-// manifest and marks the backup Succeeded; any failure marks it Failed and deletes the
-// objects it wrote.
+// snapshot cut short or corrupted fails the backup; a diskless snapshot's length is known
+// only at its end mark), then writes the manifest and marks the backup Succeeded; any
+// failure marks it Failed and deletes the objects it wrote.
 func (r *BackupReconciler) upload(ctx context.Context, b *redisv1alpha1.RedisClusterBackup, plan *backupPlan, cut *backup.Cut, snaps []*backup.Snapshot) {
 	defer r.running.Delete(b.UID)
 	var c uploadCounters

@@ -87,11 +87,11 @@ type Options struct {
 // starts at, which must equal the master's offset under the pause (else the master
 // attached us to an older BGSAVE: discarded). Writes are unpaused only once every master
 // has answered, so every fork happened under the pause: a fork deferred past PSYNC (a
-// diskless delay the settings read did not show) holds its +FULLRESYNC back with it, and
-// a cut whose pause outlasted its timeout is discarded. Since every pause was in force before any fork, a
-// write that made it into one snapshot was preceded by every write that made it to any
-// master before it. Last, the masters' views are read again: a slot that changed hands
-// meanwhile discards the cut.
+// diskless delay the settings read did not show) holds its +FULLRESYNC back with it, and a
+// cut whose pause outlasted its timeout is discarded. Since every pause was in force
+// before any fork, a write that made it into one snapshot was preceded by every write that
+// made it to any master before it. Last, the masters' views are read again: a slot that
+// changed hands meanwhile discards the cut.
 func Take(ctx context.Context, d Dialer, addrs []string, o Options) (*Cut, []*Snapshot, error) {
 	if o.PauseTimeout == 0 {
 		o.PauseTimeout = 2 * time.Second
