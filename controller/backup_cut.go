@@ -32,7 +32,7 @@ func (r *BackupReconciler) start(ctx context.Context, b *redisv1alpha1.RedisClus
 	if err != nil {
 		return ctrl.Result{RequeueAfter: backupWaitRequeue}, r.wait(ctx, b, "CutFailed", err.Error())
 	}
-	log.FromContext(ctx).Info("Backup cut taken", "masters", len(snaps), "writePause", cut.Paused)
+	log.FromContext(ctx).Info("Backup cut taken", "masters", len(snaps), "writePause", cut.Paused, "snapshots", cut.Snapshots())
 	r.running.Store(b.UID, true)
 	err = r.updateStatus(ctx, b, func(st *redisv1alpha1.RedisClusterBackupStatus) {
 		st.Phase, st.Reason, st.Message = redisv1alpha1.BackupRunning, ReasonBackupStarted, ""
@@ -49,7 +49,8 @@ func (r *BackupReconciler) start(ctx context.Context, b *redisv1alpha1.RedisClus
 		}
 		return ctrl.Result{}, err
 	}
-	r.Recorder.Eventf(b, corev1.EventTypeNormal, ReasonBackupStarted, "Cut %d masters with writes paused %v; uploading to %s", len(snaps), cut.Paused.Round(10*time.Microsecond), plan.dest.location(plan.dir))
+	r.Recorder.Eventf(b, corev1.EventTypeNormal, ReasonBackupStarted, "Cut %d masters with writes paused %v; uploading to %s; snapshots %s",
+		len(snaps), cut.Paused.Round(10*time.Microsecond), plan.dest.location(plan.dir), cut.Snapshots())
 	go r.upload(context.WithoutCancel(ctx), b.DeepCopy(), plan, cut, snaps)
 	return ctrl.Result{}, nil
 }

@@ -40,9 +40,10 @@ type uploadCounters struct {
 }
 
 // upload streams every snapshot to the store in parallel, reading each through the RDB
-// parser on the way (counting keys and checking the RDB's own checksum), then writes the
-// manifest and marks the backup Succeeded; any failure marks it Failed and deletes the
-// objects it wrote.
+// parser on the way (counting keys and checking the RDB's own CRC64 at its end, so a
+// snapshot cut short or corrupted fails the backup; a diskless snapshot's length is known
+// only at its end mark), then writes the manifest and marks the backup Succeeded; any
+// failure marks it Failed and deletes the objects it wrote.
 func (r *BackupReconciler) upload(ctx context.Context, b *redisv1alpha1.RedisClusterBackup, plan *backupPlan, cut *backup.Cut, snaps []*backup.Snapshot) {
 	defer r.running.Delete(b.UID)
 	var c uploadCounters
@@ -159,10 +160,20 @@ func uploadShard(ctx context.Context, plan *backupPlan, i int, s *backup.Snapsho
 	case serr != nil:
 		return redisv1alpha1.BackupShard{}, nil, fmt.Errorf("the snapshot of %s does not read as an RDB file: %w", s.Shard.Addr, serr)
 	case up.Size != s.Size:
-		return redisv1alpha1.BackupShard{}, nil, fmt.Errorf("the snapshot of %s has %d bytes, the master announced %d", s.Shard.Addr, up.Size, s.Size)
+		return redisv1alpha1.BackupShard{}, nil, sizeMismatch(s, up.Size)
 	}
 	return redisv1alpha1.BackupShard{NodeID: s.Shard.NodeID, Slots: s.Shard.Slots.String(),
 		ReplicationOffset: s.Shard.Offset, Object: obj, Size: up.Size, SHA256: up.SHA256, Keys: n}, hdr, nil
+}
+
+// sizeMismatch is the error of an upload that holds other than the snapshot's bytes: a
+// disk snapshot's length is announced before it, a diskless one's counted up to its end
+// mark (-1 when the upload ended before the mark).
+func sizeMismatch(s *backup.Snapshot, uploaded int64) error {
+	if s.Shard.Diskless {
+		return fmt.Errorf("the upload of %s holds %d bytes, its diskless snapshot %d up to its end mark", s.Shard.Addr, uploaded, s.Size)
+	}
+	return fmt.Errorf("the snapshot of %s has %d bytes, the master announced %d", s.Shard.Addr, uploaded, s.Size)
 }
 
 func progressSummary(p redisv1alpha1.BackupProgress) string {

@@ -45,7 +45,8 @@ var OperatorCommands = []string{
 	// Rotation and application users.
 	"acl|setuser", "acl|deluser", "acl|users", "config|set",
 	// Backup (redis/backup.Take): the cut pauses writes on every master and reads each
-	// master's snapshot through a replication connection; restore writes keys with RESTORE,
+	// master's snapshot through a replication connection, diskless where the master's
+	// repl-diskless-sync settings (config|get) allow; restore writes keys with RESTORE,
 	// and strings with SET (half the master's time of RESTORE).
 	"client|pause", "client|unpause", "replconf", "psync", "restore", "set",
 }

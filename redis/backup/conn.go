@@ -137,6 +137,39 @@ func (cn *conn) reply() (string, error) {
 	return "", fmt.Errorf("unexpected reply from %s: %q", cn.addr, line)
 }
 
+// config is CONFIG GET name's value: "" for a setting the server does not have.
+func (cn *conn) config(name string) (string, error) {
+	if err := cn.send("CONFIG", "GET", name); err != nil {
+		return "", err
+	}
+	_ = cn.c.SetReadDeadline(time.Now().Add(cn.timeout))
+	line, err := cn.line()
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case strings.HasPrefix(line, "-"):
+		return "", redisError(line[1:])
+	case !strings.HasPrefix(line, "*"):
+		return "", fmt.Errorf("unexpected reply to CONFIG GET from %s: %q", cn.addr, line)
+	}
+	n, err := strconv.Atoi(line[1:])
+	if err != nil {
+		return "", fmt.Errorf("bad array length from %s: %q", cn.addr, line)
+	}
+	vals := make([]string, n)
+	for i := range vals {
+		if vals[i], err = cn.reply(); err != nil {
+			return "", err
+		}
+	}
+	// name value pairs; the one asked for is the only pair (no pattern).
+	if n < 2 {
+		return "", nil
+	}
+	return vals[1], nil
+}
+
 func (cn *conn) line() (string, error) {
 	line, err := cn.r.ReadString('\n')
 	if err != nil {

@@ -17,6 +17,8 @@ import (
 
 // TestEveryServerBacksUpAndRestores cuts two masters of every server the project ships an
 // image for (keys of every type, hashes with field expiries where the server has them),
+// configured as the pods are, so the snapshots are diskless (Valkey 9 must be told the
+// replica reads its own RDB version, else it fails a hash with field expiries),
 // and restores each backup into two masters of every server: into the same server and
 // into any server that reads the backup's RDB version every key comes back with its value,
 // its field expiries and its expiry; into a server that does not (a newer RDB into an
@@ -35,7 +37,8 @@ func TestEveryServerBacksUpAndRestores(t *testing.T) {
 	var d Dialer
 	for _, img := range redistest.Images {
 		bin := redistest.ServerBinary(t, img)
-		src, dialer := serversOf(t, 2, bin)
+		// Configured as the pods are: the snapshots are diskless.
+		src, dialer := serversWith(t, 2, redistest.Config{Binary: bin, Args: podArgs})
 		d = dialer
 		cc := clusterClient(t, src)
 		t.Cleanup(cc.Close)
@@ -43,6 +46,9 @@ func TestEveryServerBacksUpAndRestores(t *testing.T) {
 		cut, snaps, err := Take(ctx, d, redistest.Addrs(src), Options{})
 		if err != nil {
 			t.Fatalf("%s: %v", img.Name, err)
+		}
+		if got := cut.Snapshots(); got != "diskless" {
+			t.Fatalf("%s: snapshots %s, want diskless", img.Name, got)
 		}
 		b := taken{keys: keys, src: cc, rdbs: readSnapshots(t, snaps)}
 		b.version = rdbVersion(t, b.rdbs[0])

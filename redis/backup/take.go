@@ -25,6 +25,11 @@ type Shard struct {
 	// (+FULLRESYNC): the RDB holds every write up to Offset and none after.
 	ReplID string
 	Offset int64
+	// Diskless is true when the master streams its snapshot from its fork as it writes
+	// it (diskless.go); else the fork writes it to disk first, and DiskReason says why
+	// ("repl-diskless-sync-delay 5").
+	Diskless   bool
+	DiskReason string
 }
 
 // Cut is one point of the write stream across every master.
@@ -72,15 +77,21 @@ type Options struct {
 //
 // How: every node's view must show all 16384 slots served, no slot migrating or importing
 // and no node failing (else a WaitError, nothing paused). A replication connection is
-// opened to every master (REPLCONF rdb-only 1: the RDB and nothing after it). Then writes
-// are paused on every master (CLIENT PAUSE WRITE) and, once every master has answered,
-// each is sent PSYNC ? -1: with no BGSAVE running, Redis forks for the snapshot while
-// handling it and answers +FULLRESYNC with the replication offset the snapshot starts at,
-// which must equal the master's offset under the pause (else the master attached us to
-// an older BGSAVE: discarded). Writes are unpaused as soon as every master has answered.
-// Since every pause was in force before any fork, a write that made it into one snapshot
-// was preceded by every write that made it to any master before it. Last, the masters'
-// views are read again: a slot that changed hands meanwhile discards the cut.
+// opened to every master (REPLCONF rdb-only 1: the RDB and nothing after it), asking for a
+// diskless snapshot (REPLCONF capa eof) from each master whose repl-diskless-sync is yes
+// and repl-diskless-sync-delay 0, and for a disk one from any other (diskless.go). Then
+// writes are paused on every master (CLIENT PAUSE WRITE) and, once every master has
+// answered, each is sent PSYNC ? -1: with no background save running, the master forks for
+// the snapshot while handling it (to its disk, or streaming to this connection) and
+// answers +FULLRESYNC, in the same command, with the replication offset the snapshot
+// starts at, which must equal the master's offset under the pause (else the master
+// attached us to an older BGSAVE: discarded). Writes are unpaused only once every master
+// has answered, so every fork happened under the pause: a fork deferred past PSYNC (a
+// diskless delay the settings read did not show) holds its +FULLRESYNC back with it, and a
+// cut whose pause outlasted its timeout is discarded. Since every pause was in force
+// before any fork, a write that made it into one snapshot was preceded by every write that
+// made it to any master before it. Last, the masters' views are read again: a slot that
+// changed hands meanwhile discards the cut.
 func Take(ctx context.Context, d Dialer, addrs []string, o Options) (*Cut, []*Snapshot, error) {
 	if o.PauseTimeout == 0 {
 		o.PauseTimeout = 2 * time.Second
@@ -157,10 +168,12 @@ func (c *cutConns) closeAll() {
 }
 
 // dial opens both connections to every master, refusing a master with a background save
-// running (its snapshot would start after the cut), and asks for the RDB only.
+// running (its snapshot would start after the cut), and asks for the RDB only, diskless
+// where the master's settings allow (askSnapshot).
 func (c *cutConns) dial(ctx context.Context, d Dialer, masters []Shard) error {
 	var err error
-	for i, m := range masters {
+	for i := range masters {
+		m := &masters[i]
 		if c.ctl[i], err = d.dial(ctx, m.Addr); err != nil {
 			return wait("MasterUnreachable", "master %s: %v", m.Addr, err)
 		}
@@ -178,6 +191,9 @@ func (c *cutConns) dial(ctx context.Context, d Dialer, masters []Shard) error {
 		}
 		if _, err := c.rep[i].do("REPLCONF", "rdb-only", "1"); err != nil {
 			return fmt.Errorf("REPLCONF rdb-only on %s: %w", m.Addr, err)
+		}
+		if err := askSnapshot(c.ctl[i], c.rep[i], m); err != nil {
+			return err
 		}
 	}
 	return nil

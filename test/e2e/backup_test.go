@@ -82,6 +82,7 @@ func TestBackupCutAndRestoreIntoOtherShapes(t *testing.T) {
 	out, _ := stack.Kubectl("get", "recb", "-n", ns)
 	t.Logf("backup in %v (includes polling):\n%s", took.Round(time.Millisecond), out)
 	t.Logf("status: pause %s, %d keys, %d bytes", b.Status.WritePause, b.Status.Progress.Keys, b.Status.Progress.Bytes)
+	snapshotsDiskless(ctx, t, &b)
 	time.Sleep(time.Second) // writes after the cut
 	rep := w.Stop()
 	t.Logf("writer: %v", rep)
@@ -282,6 +283,30 @@ stringData: {accessKeyID: %s, secretAccessKey: %s}
 func takeBackup(ctx context.Context, t *testing.T, ns, name, cluster, endpoint string) (b redisv1alpha1.RedisClusterBackup, took time.Duration) {
 	t.Helper()
 	return takeBackupTo(ctx, t, ns, name, cluster, `s3: {endpoint: "`+endpoint+`", bucket: backups, prefix: e2e, credentialsSecret: {name: s3-creds}}`)
+}
+
+// snapshotsDiskless fails the test unless b's BackupStarted event says every master gave
+// a diskless snapshot, as the pods' repl-diskless-sync-delay 0 allows.
+func snapshotsDiskless(ctx context.Context, t *testing.T, b *redisv1alpha1.RedisClusterBackup) {
+	t.Helper()
+	// Events are recorded asynchronously: a few seconds at most.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		events, err := stack.Events(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range events {
+			if e.Reason != "BackupStarted" {
+				continue
+			}
+			if !strings.HasSuffix(e.Message, "; snapshots diskless") {
+				t.Fatalf("backup %s: %s, want every snapshot diskless", b.Name, e.Message)
+			}
+			t.Logf("backup %s: %s", b.Name, e.Message)
+			return
+		}
+	}
+	t.Fatalf("backup %s has no BackupStarted event", b.Name)
 }
 
 // takeBackupTo is takeBackup to the destination dest, a line of the spec ("pvc: {...}").
