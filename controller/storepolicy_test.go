@@ -34,18 +34,14 @@ func TestStorePodGetsANetworkPolicyWithTheClusters(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	h.r.Options.StoreImage = "operator:dev"
 	ns := newNamespace(t)
-	g.Expect(apiClient.Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "backups"},
-		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}})).To(Succeed())
+	newClaim(t, ns)
 	rc := newCluster(ns, 6)
 	shop := networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "shop"}}}
 	rc.Spec.NetworkPolicy = &redisv1alpha1.NetworkPolicySpec{Enabled: true, Clients: []networkingv1.NetworkPolicyPeer{shop}}
 	g.Expect(apiClient.Create(ctx, rc)).To(Succeed())
 	h.reconcile(rc) // the finalizer
 	h.reconcile(rc) // the objects, the NetworkPolicy among them
-	b := &redisv1alpha1.RedisClusterBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nightly"},
-		Spec: redisv1alpha1.RedisClusterBackupSpec{ClusterName: rc.Name, PVC: &redisv1alpha1.PVCDestination{ClaimName: "backups"}}}
-	g.Expect(apiClient.Create(ctx, b)).To(Succeed())
+	b := newPVCBackup(t, ns, "nightly", rc.Name)
 	name := backupStorePod(b)
 	open := func(owner client.Object, name string) (string, string) {
 		_, reason, msg, err := h.r.storePod(ctx, owner, name, destinationOf(b, ""))
@@ -131,9 +127,7 @@ func TestStorePodGetsANetworkPolicyWithTheClusters(t *testing.T) {
 	mine := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "weekly-backup-store"},
 		Spec: networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}}}
 	g.Expect(apiClient.Create(ctx, mine)).To(Succeed())
-	weekly := &redisv1alpha1.RedisClusterBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "weekly"},
-		Spec: redisv1alpha1.RedisClusterBackupSpec{ClusterName: rc.Name, PVC: &redisv1alpha1.PVCDestination{ClaimName: "backups"}}}
-	g.Expect(apiClient.Create(ctx, weekly)).To(Succeed())
+	weekly := newPVCBackup(t, ns, "weekly", rc.Name)
 	reason, msg := open(weekly, backupStorePod(weekly))
 	g.Expect(reason).To(Equal(ReasonStorePodRefused))
 	g.Expect(msg).To(ContainSubstring("spec.pvc.claimName: a NetworkPolicy named weekly-backup-store exists"))
@@ -152,19 +146,38 @@ func TestStorePodHasNoNetworkPolicyWithoutTheClusters(t *testing.T) {
 	ctx := context.Background()
 	h.r.Options.StoreImage = "operator:dev"
 	ns := newNamespace(t)
-	g.Expect(apiClient.Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "backups"},
-		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}})).To(Succeed())
+	newClaim(t, ns)
 	rc := newCluster(ns, 6)
 	g.Expect(apiClient.Create(ctx, rc)).To(Succeed())
 	for _, cluster := range []string{rc.Name, "gone"} {
-		b := &redisv1alpha1.RedisClusterBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "of-" + cluster},
-			Spec: redisv1alpha1.RedisClusterBackupSpec{ClusterName: cluster, PVC: &redisv1alpha1.PVCDestination{ClaimName: "backups"}}}
-		g.Expect(apiClient.Create(ctx, b)).To(Succeed())
+		b := newPVCBackup(t, ns, "of-"+cluster, cluster)
 		_, reason, _, err := h.r.storePod(ctx, b, backupStorePod(b), destinationOf(b, ""))
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(reason).To(Equal(ReasonStoreStarting))
 		err = apiClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: backupStorePod(b)}, &networkingv1.NetworkPolicy{})
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "cluster %s: %v", cluster, err)
 	}
+}
+
+// newClaim creates the PersistentVolumeClaim "backups" (never bound: envtest has no
+// volumes).
+func newClaim(t *testing.T, ns string) {
+	t.Helper()
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "backups"},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+	if err := apiClient.Create(context.Background(), pvc); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newPVCBackup creates backup name of cluster to the claim "backups".
+func newPVCBackup(t *testing.T, ns, name, cluster string) *redisv1alpha1.RedisClusterBackup {
+	t.Helper()
+	b := &redisv1alpha1.RedisClusterBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: redisv1alpha1.RedisClusterBackupSpec{ClusterName: cluster, PVC: &redisv1alpha1.PVCDestination{ClaimName: "backups"}}}
+	if err := apiClient.Create(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
