@@ -18,7 +18,8 @@ const volumeFullEnv = "BACKUP_TEST_TINY_VOLUME"
 // TestStorePodSaysTheVolumeIsFull: a write the volume has no room for (the kernel's ENOSPC
 // from a 64 KiB tmpfs, mounted in a mount namespace of the test's own) comes back through
 // the store pod as ErrVolumeFull, leaving neither the object nor its temporary file. The
-// test runs itself again in new user and mount namespaces to mount the tmpfs, as anyone.
+// test runs itself again in a new mount namespace (and a user namespace, when not root)
+// to mount the tmpfs, which goes with the namespace.
 func TestStorePodSaysTheVolumeIsFull(t *testing.T) {
 	if dir := os.Getenv(volumeFullEnv); dir != "" {
 		volumeFull(t, dir)
@@ -50,15 +51,20 @@ func volumeFull(t *testing.T, dir string) {
 	t.Log("volume full as expected")
 }
 
-// execSelf is this test binary running the tests run matches, with env added, in new user
-// and mount namespaces where it is root (the user's own ID mapped to 0), so it may mount.
+// execSelf is this test binary running the tests run matches, with env added, in a new
+// mount namespace where it may mount: root's own, else in a new user namespace too where
+// it is root (the user's own ID mapped to 0).
 func execSelf(t *testing.T, run, env string) *exec.Cmd {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run="+run, "-test.v", "-test.count=1")
 	cmd.Env = append(os.Environ(), env)
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
-		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
-		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS}
+	if os.Getuid() != 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{
+			Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
+		}
 	}
 	return cmd
 }
