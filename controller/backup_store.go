@@ -26,7 +26,8 @@ const (
 	// creation though its claim is Bound (the image cannot be pulled, the pod crashes).
 	ReasonStorePodNotReady = "StorePodNotReady"
 	// ReasonStorePodRefused: the API server refused the store pod (Pod Security
-	// admission, a ResourceQuota or LimitRange of the namespace).
+	// admission, a ResourceQuota or LimitRange of the namespace) or its NetworkPolicy, or
+	// a pod or NetworkPolicy of its name is not the operator's.
 	ReasonStorePodRefused = "StorePodRefused"
 	// ReasonStoreImageUnset: the operator does not know the image to run store pods with.
 	ReasonStoreImageUnset = "StoreImageUnset"

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -65,6 +66,9 @@ func (r *Reconciler) storePod(ctx context.Context, owner client.Object, name str
 	image, err := r.storeImage(ctx)
 	if err != nil || image == "" {
 		return nil, ReasonStoreImageUnset, fmt.Sprintf("%s: the operator does not know its image to run the store pod with (--backup-store-image, or its own pod's): %v", field, err), nil
+	}
+	if reason, msg, err := r.ensureStorePolicy(ctx, owner, name, field); err != nil || reason != "" {
+		return nil, reason, msg, err
 	}
 	token := r.storeTokens.token(ns, name)
 	pod := &corev1.Pod{}
@@ -179,21 +183,38 @@ func podEnded(pod *corev1.Pod) bool {
 	return pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded
 }
 
-// releaseStore deletes the store pod name, if it is one (its labels: a user's pod of that
-// name is left alone), and forgets its token.
+// releaseStore deletes the store pod name, then its NetworkPolicy, if they are the
+// operator's (their labels: a user's object of that name is left alone), and forgets its
+// token. The pod stops listening once told to stop, so the policy going right after it
+// opens nothing that still serves.
 func (r *Reconciler) releaseStore(ctx context.Context, ns, name string) error {
 	r.storeTokens.forget(ns, name)
-	pod := &corev1.Pod{}
-	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	for k, v := range storeLabels() {
-		if pod.Labels[k] != v {
-			return nil
+	for _, obj := range []client.Object{&corev1.Pod{}, &networkingv1.NetworkPolicy{}} {
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
+			if client.IgnoreNotFound(err) != nil {
+				return err
+			}
+			continue
+		}
+		if !hasLabels(obj, storeLabels()) {
+			continue
+		}
+		uid := obj.GetUID()
+		if err := r.Client.Delete(ctx, obj, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+			return err
 		}
 	}
-	uid := pod.UID
-	return client.IgnoreNotFound(r.Client.Delete(ctx, pod, client.Preconditions{UID: &uid}))
+	return nil
+}
+
+// hasLabels tells whether obj carries every label of want.
+func hasLabels(obj client.Object, want map[string]string) bool {
+	for k, v := range want {
+		if obj.GetLabels()[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 // storeImage is the image store pods run: --backup-store-image, else the operator's own
@@ -216,8 +237,17 @@ func (r *Reconciler) storeImage(ctx context.Context) (string, error) {
 	return r.Options.StoreImage, nil
 }
 
+// storeLabels mark the store pods and their NetworkPolicies as the operator's.
 func storeLabels() map[string]string {
 	return map[string]string{redisv1alpha1.LabelName: "redis-backup-store", redisv1alpha1.LabelManagedBy: redisv1alpha1.ManagedBy}
+}
+
+// storePodLabels are store pod name's: storeLabels and its own name as instance, which
+// its NetworkPolicy selects it by.
+func storePodLabels(name string) map[string]string {
+	labels := storeLabels()
+	labels[redisv1alpha1.LabelInstance] = name
+	return labels
 }
 
 // storePodSpec is the store pod: restricted (non-root, no privilege escalation, no
@@ -226,7 +256,7 @@ func storeLabels() map[string]string {
 func storePodSpec(ns, name, claim, image, digest string) *corev1.Pod {
 	port := intstr.FromInt32(backup.StorePort)
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: storeLabels()},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: storePodLabels(name)},
 		Spec: corev1.PodSpec{
 			AutomountServiceAccountToken: ptr.To(false),
 			EnableServiceLinks:           ptr.To(false),

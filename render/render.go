@@ -55,6 +55,11 @@ func OperatorNamespace(ns string) Option {
 	return func(r *Renderer) { r.operatorNamespace = ns }
 }
 
+// OperatorNamespace is the namespace of the operator's pods the Renderer was given, ""
+// when unknown: the store pods' NetworkPolicies admit the operator from it, as the
+// clusters' do.
+func (r *Renderer) OperatorNamespace() string { return r.operatorNamespace }
+
 // renewAfter is how many evaluations one compilation serves. A CUE context keeps part of
 // every value built in it (about 30 KiB a render of the sample, measured with
 // cuelang.org/go v0.17), so a long-lived operator that renders every spec change would

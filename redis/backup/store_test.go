@@ -20,9 +20,14 @@ import (
 // remoteDir serves a fresh directory as a store pod does, and returns a client of it.
 func remoteDir(t *testing.T) (*Remote, string) {
 	root := t.TempDir()
+	return serveDir(t, root), root
+}
+
+// serveDir serves the directory root as a store pod does, and returns a client of it.
+func serveDir(t *testing.T, root string) *Remote {
 	srv := httptest.NewServer(StoreHandler(Dir{Root: root}, TokenDigest("s3cret"), log.New(io.Discard, "", 0)))
 	t.Cleanup(srv.Close)
-	return &Remote{URL: srv.URL, Token: "s3cret", Claim: "PersistentVolumeClaim test"}, root
+	return &Remote{URL: srv.URL, Token: "s3cret", Claim: "PersistentVolumeClaim test"}
 }
 
 // TestDirStoreThroughItsPodGivesWhatS3Gives writes the same object to a bucket of a real
@@ -91,31 +96,23 @@ func TestDirStoreThroughItsPodGivesWhatS3Gives(t *testing.T) {
 	}
 }
 
-// TestStorePodRefusesWithoutTokenAndSaysTheVolumeIsFull: a request without the token is
-// refused; a write the volume has no room for (the kernel's ENOSPC, from /dev/full)
-// comes back as ErrVolumeFull, leaving no object; a name leaving the directory is refused.
-func TestStorePodRefusesWithoutTokenAndSaysTheVolumeIsFull(t *testing.T) {
+// TestStorePodRefusesWithoutToken: a request without the token, or with another, is
+// refused; a name leaving the directory is refused.
+func TestStorePodRefusesWithoutToken(t *testing.T) {
 	ctx := context.Background()
 	remote, root := remoteDir(t)
-	wrong := &Remote{URL: remote.URL, Token: "guess", Claim: remote.Claim}
 	var se *StoreError
-	if _, err := wrong.List(ctx, ""); !errors.As(err, &se) || se.Status != http.StatusUnauthorized {
-		t.Fatalf("wrong token: %v", err)
+	for _, token := range []string{"guess", ""} {
+		wrong := &Remote{URL: remote.URL, Token: token, Claim: remote.Claim}
+		if _, err := wrong.List(ctx, ""); !errors.As(err, &se) || se.Status != http.StatusUnauthorized {
+			t.Fatalf("token %q: %v", token, err)
+		}
 	}
-	if err := os.MkdirAll(filepath.Join(root, "p"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink("/dev/full", filepath.Join(root, "p", ".shard-0.rdb.partial")); err != nil {
-		t.Fatal(err)
-	}
-	data := make([]byte, 1<<20)
-	if _, err := remote.Put(ctx, "p/shard-0.rdb", bytes.NewReader(data), nil); !errors.Is(err, ErrVolumeFull) {
-		t.Fatalf("a full volume: %v", err)
-	}
-	if names, _ := remote.List(ctx, "p/"); len(names) != 0 {
-		t.Fatalf("a failed write left %q", names)
-	}
-	if _, err := remote.Put(ctx, "../escape", bytes.NewReader(data), nil); err == nil {
+	// The server's mux redirects the unclean path, which the client does not follow.
+	if _, err := remote.Put(ctx, "../escape", bytes.NewReader([]byte("x")), nil); err == nil {
 		t.Fatal("a name outside the directory was written")
+	}
+	if _, err := os.Stat(filepath.Join(root, "..", "escape")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("written outside the directory: %v", err)
 	}
 }

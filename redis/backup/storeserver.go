@@ -35,6 +35,8 @@ func storeStatus(err error) int {
 		return http.StatusInsufficientStorage
 	case errors.Is(err, ErrObjectMissing):
 		return http.StatusNotFound
+	case errors.Is(err, errBadName):
+		return http.StatusBadRequest
 	}
 	return http.StatusInternalServerError
 }
@@ -75,16 +77,35 @@ func StoreHandler(store Store, digest string, logger *log.Logger) http.Handler {
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start, rec := time.Now(), &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-		given, bearer := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if r.URL.Path != "/healthz" && (!bearer || subtle.ConstantTimeCompare([]byte(TokenDigest(given)), []byte(digest)) != 1) {
+		probe := r.URL.Path == "/healthz" && (r.Method == http.MethodGet || r.Method == http.MethodHead)
+		if !probe && !tokenMatches(r, digest) {
+			// A stranger's body is never read: the server would otherwise drain it before
+			// answering and again before closing, with no deadline (uploads are long, so
+			// the server has no read timeout), held open by a client that trickles it.
+			rec.Header().Set("Connection", "close")
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 			http.Error(rec, "a store token is needed", http.StatusUnauthorized)
 		} else {
 			mux.ServeHTTP(rec, r)
 		}
-		if r.URL.Path != "/healthz" {
+		if !probe {
 			logger.Printf("%s %s: %d, %v", r.Method, r.URL.RequestURI(), rec.status, time.Since(start).Round(time.Millisecond))
 		}
 	})
+}
+
+// tokenMatches tells whether r carries "Authorization: Bearer TOKEN" with a token whose
+// SHA-256 is digest (hex). The comparison takes the same time whatever the token: both
+// sides are 32-byte digests compared in constant time. A digest that is not 64 hex digits
+// matches nothing.
+func tokenMatches(r *http.Request, digest string) bool {
+	want, err := hex.DecodeString(digest)
+	given, bearer := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if err != nil || len(want) != sha256.Size || !bearer {
+		return false
+	}
+	sum := sha256.Sum256([]byte(given))
+	return subtle.ConstantTimeCompare(sum[:], want) == 1
 }
 
 // reply writes v as JSON, or err with its status.
@@ -118,7 +139,7 @@ func RunStoreServer(args []string) error {
 		return err
 	}
 	digest := os.Getenv(StoreTokenEnv)
-	if len(digest) != sha256.Size*2 {
+	if raw, err := hex.DecodeString(digest); err != nil || len(raw) != sha256.Size {
 		return fmt.Errorf("$%s is not a SHA-256 digest: the store would serve anyone", StoreTokenEnv)
 	}
 	if st, err := os.Stat(*dir); err != nil || !st.IsDir() {

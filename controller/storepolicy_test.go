@@ -1,0 +1,183 @@
+package controller
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
+	"github.com/hc-middleware/redis-cluster-operator/redis/backup"
+	"github.com/hc-middleware/redis-cluster-operator/render"
+)
+
+// TestStorePodGetsANetworkPolicyWithTheClusters: with the cluster's NetworkPolicy
+// enabled, a backup's store pod gets a NetworkPolicy of its own, made before the pod and
+// owned by the backup, that selects that pod only and admits to its port exactly the
+// operator peer the cluster's NetworkPolicy admits (the operator's namespace by the label
+// the API server sets); it goes when the cluster's is disabled and with the pod
+// (releaseStore). A restore's store pod gets one owned by the cluster; a NetworkPolicy of
+// that name the operator did not make is refused and left alone.
+func TestStorePodGetsANetworkPolicyWithTheClusters(t *testing.T) {
+	g := NewWithT(t)
+	h := newHarness(t)
+	ctx := context.Background()
+	var err error
+	h.r.Renderer, err = render.New(render.OperatorNamespace("redis-operator-system"))
+	g.Expect(err).NotTo(HaveOccurred())
+	h.r.Options.StoreImage = "operator:dev"
+	ns := newNamespace(t)
+	newClaim(t, ns)
+	rc := newCluster(ns, 6)
+	shop := networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "shop"}}}
+	rc.Spec.NetworkPolicy = &redisv1alpha1.NetworkPolicySpec{Enabled: true, Clients: []networkingv1.NetworkPolicyPeer{shop}}
+	g.Expect(apiClient.Create(ctx, rc)).To(Succeed())
+	h.reconcile(rc) // the finalizer
+	h.reconcile(rc) // the objects, the NetworkPolicy among them
+	b := newPVCBackup(t, ns, "nightly", rc.Name)
+	name := backupStorePod(b)
+	open := func(owner client.Object, name string) (string, string) {
+		_, reason, msg, err := h.r.storePod(ctx, owner, name, destinationOf(b, ""))
+		g.Expect(err).NotTo(HaveOccurred())
+		return reason, msg
+	}
+	reasonOf := func(owner client.Object, name string) string {
+		reason, _ := open(owner, name)
+		return reason
+	}
+	policy := func(name string) (*networkingv1.NetworkPolicy, error) {
+		np := &networkingv1.NetworkPolicy{}
+		return np, apiClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, np)
+	}
+
+	h.writes()
+	g.Expect(reasonOf(b, name)).To(Equal(ReasonStoreStarting))
+	g.Expect(h.writes()).To(Equal([]string{"create *v1.NetworkPolicy " + name, "create *v1.Pod " + name}), "the policy first")
+	np, err := policy(name)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(metav1.GetControllerOf(np).UID).To(Equal(b.UID))
+	pod := &corev1.Pod{}
+	g.Expect(apiClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod)).To(Succeed())
+	selects := func(pod *corev1.Pod) bool {
+		sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+		g.Expect(err).NotTo(HaveOccurred())
+		return sel.Matches(labels.Set(pod.Labels))
+	}
+	g.Expect(selects(pod)).To(BeTrue())
+	other := storePodSpec(ns, "other-backup-store", "backups", "img", "")
+	g.Expect(selects(other)).To(BeFalse(), "another store pod is not this policy's")
+	g.Expect(np.Spec.PolicyTypes).To(Equal([]networkingv1.PolicyType{networkingv1.PolicyTypeIngress}))
+	g.Expect(np.Spec.Ingress).To(HaveLen(1))
+	g.Expect(np.Spec.Ingress[0].Ports).To(HaveLen(1))
+	g.Expect(np.Spec.Ingress[0].Ports[0].Port.IntValue()).To(Equal(backup.StorePort))
+	g.Expect(*np.Spec.Ingress[0].Ports[0].Protocol).To(Equal(corev1.ProtocolTCP))
+	// The operator peer is the cluster's own NetworkPolicy's: one peer, not the clients.
+	clusterNP, err := policy(rc.Name)
+	g.Expect(err).NotTo(HaveOccurred())
+	var operator []networkingv1.NetworkPolicyPeer
+	for _, rule := range clusterNP.Spec.Ingress {
+		for _, p := range rule.From {
+			if p.PodSelector != nil && p.PodSelector.MatchLabels[redisv1alpha1.LabelName] == operatorPodName {
+				operator = append(operator, p)
+			}
+		}
+	}
+	g.Expect(operator).To(HaveLen(1))
+	g.Expect(np.Spec.Ingress[0].From).To(Equal(operator))
+	g.Expect(operator[0].NamespaceSelector.MatchLabels).To(Equal(map[string]string{"kubernetes.io/metadata.name": "redis-operator-system"}))
+
+	// Again: nothing written. The cluster's disabled: the policy goes.
+	h.writes()
+	open(b, name)
+	g.Expect(h.writes()).To(BeEmpty())
+	latest := get(t, rc)
+	latest.Spec.NetworkPolicy.Enabled = false
+	g.Expect(apiClient.Update(ctx, latest)).To(Succeed())
+	open(b, name)
+	_, err = policy(name)
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the store pod's NetworkPolicy outlived the cluster's: %v", err)
+	latest = get(t, rc)
+	latest.Spec.NetworkPolicy.Enabled = true
+	g.Expect(apiClient.Update(ctx, latest)).To(Succeed())
+	open(b, name)
+	_, err = policy(name)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	// Released with the pod.
+	g.Expect(h.r.releaseStore(ctx, ns, name)).To(Succeed())
+	_, err = policy(name)
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "released: %v", err)
+	g.Expect(apierrors.IsNotFound(apiClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.Pod{}))).To(BeTrue())
+
+	// A restore's store pod: owned by the cluster.
+	restore := restoreStorePod(rc.Name)
+	g.Expect(reasonOf(get(t, rc), restore)).To(Equal(ReasonStoreStarting))
+	np, err = policy(restore)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(metav1.GetControllerOf(np).UID).To(Equal(rc.UID))
+
+	// A NetworkPolicy of the name that is not the operator's: refused, left alone.
+	mine := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "weekly-backup-store"},
+		Spec: networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}}}
+	g.Expect(apiClient.Create(ctx, mine)).To(Succeed())
+	weekly := newPVCBackup(t, ns, "weekly", rc.Name)
+	reason, msg := open(weekly, backupStorePod(weekly))
+	g.Expect(reason).To(Equal(ReasonStorePodRefused))
+	g.Expect(msg).To(ContainSubstring("spec.pvc.claimName: a NetworkPolicy named weekly-backup-store exists"))
+	g.Expect(apierrors.IsNotFound(apiClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "weekly-backup-store"}, &corev1.Pod{}))).To(BeTrue(), "no pod without its policy")
+	g.Expect(h.r.releaseStore(ctx, ns, "weekly-backup-store")).To(Succeed())
+	np, err = policy("weekly-backup-store")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(np.UID).To(Equal(mine.UID))
+}
+
+// TestStorePodHasNoNetworkPolicyWithoutTheClusters: a cluster without spec.networkPolicy
+// (or a backup whose cluster is gone) gets none: see storepolicy.go for why.
+func TestStorePodHasNoNetworkPolicyWithoutTheClusters(t *testing.T) {
+	g := NewWithT(t)
+	h := newHarness(t)
+	ctx := context.Background()
+	h.r.Options.StoreImage = "operator:dev"
+	ns := newNamespace(t)
+	newClaim(t, ns)
+	rc := newCluster(ns, 6)
+	g.Expect(apiClient.Create(ctx, rc)).To(Succeed())
+	for _, cluster := range []string{rc.Name, "gone"} {
+		b := newPVCBackup(t, ns, "of-"+cluster, cluster)
+		_, reason, _, err := h.r.storePod(ctx, b, backupStorePod(b), destinationOf(b, ""))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(reason).To(Equal(ReasonStoreStarting))
+		err = apiClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: backupStorePod(b)}, &networkingv1.NetworkPolicy{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "cluster %s: %v", cluster, err)
+	}
+}
+
+// newClaim creates the PersistentVolumeClaim "backups" (never bound: envtest has no
+// volumes).
+func newClaim(t *testing.T, ns string) {
+	t.Helper()
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "backups"},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+	if err := apiClient.Create(context.Background(), pvc); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newPVCBackup creates backup name of cluster to the claim "backups".
+func newPVCBackup(t *testing.T, ns, name, cluster string) *redisv1alpha1.RedisClusterBackup {
+	t.Helper()
+	b := &redisv1alpha1.RedisClusterBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: redisv1alpha1.RedisClusterBackupSpec{ClusterName: cluster, PVC: &redisv1alpha1.PVCDestination{ClaimName: "backups"}}}
+	if err := apiClient.Create(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
