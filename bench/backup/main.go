@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -309,7 +310,7 @@ func applyCluster(ctx context.Context, s *framework.Stack, ns, name string, pods
 // until it Succeeded.
 func operatorBackup(ctx context.Context, s *framework.Stack, r *framework.Router, ns, name, endpoint string) (figures, error) {
 	f := figures{method: "operator backup"}
-	c, err := s.Client()
+	c, err := typedClient(s)
 	if err != nil {
 		return f, err
 	}
@@ -337,7 +338,10 @@ spec:
 			return f, fmt.Errorf("backup %s: %s %s: %s", name, b.Status.Phase, b.Status.Reason, b.Status.Message)
 		}
 		time.Sleep(pollEvery)
-		_ = c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &b)
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &b); err != nil {
+			w.Stop()
+			return f, err
+		}
 	}
 	f.took = time.Since(began)
 	f.gap = w.TakeLongestGap()
@@ -421,6 +425,20 @@ func mastersOf(ctx context.Context, r *framework.Router) ([]string, error) {
 	return out, nil
 }
 
+// typedClient is a client of the devcluster that knows the operator's kinds (the
+// framework's knows Kubernetes' only).
+func typedClient(s *framework.Stack) (client.Client, error) {
+	cfg, err := s.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	scheme := runtime.NewScheme()
+	if err := redisv1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	return client.New(cfg, client.Options{Scheme: scheme})
+}
+
 // pollEvery is how often the operator's figures poll the object's status, with a Get of
 // the API server's copy (about a millisecond): a kubectl process per poll cost 100 to 300 ms
 // of the machine's CPU, taken from the backup or restore it timed.
@@ -430,7 +448,7 @@ const pollEvery = 20 * time.Millisecond
 // the restore from startedAt appearing to completedAt appearing, polling every pollEvery.
 func operatorRestore(ctx context.Context, s *framework.Stack, ns, name, from string) (figures, error) {
 	f := figures{method: "operator restore"}
-	c, err := s.Client()
+	c, err := typedClient(s)
 	if err != nil {
 		return f, err
 	}
@@ -441,7 +459,9 @@ func operatorRestore(ctx context.Context, s *framework.Stack, ns, name, from str
 	deadline := time.Now().Add(10 * time.Minute)
 	for {
 		var rc redisv1alpha1.RedisCluster
-		_ = c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &rc)
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &rc); err != nil {
+			return f, err
+		}
 		st := rc.Status.Restore
 		if st != nil && st.StartedAt != nil && began.IsZero() {
 			began = time.Now()
