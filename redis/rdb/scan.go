@@ -122,7 +122,9 @@ func (p *parser) expiry(op byte, e *Entry) error {
 // buf (reused from key to key), and returns buf.
 func (p *parser) readKey(t byte, e *Entry, buf []byte) ([]byte, error) {
 	e.Type = t
-	key, err := p.str(true)
+	// The key is read into the previous key's space: an Entry's slices are only valid
+	// during the callback.
+	key, err := p.strInto(e.Key)
 	if err != nil {
 		return buf, fmt.Errorf("failed to read a key: %w", err)
 	}
