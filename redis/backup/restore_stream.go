@@ -76,6 +76,9 @@ func (f *masterFeed) newChunk() *chunk {
 	select {
 	case c.buf = <-f.bufs:
 	default:
+		if c.buf == nil {
+			c.buf = make([]byte, 0, chunkBytes/4)
+		}
 	}
 	c.reset()
 	return c

@@ -17,8 +17,9 @@ type parser struct {
 	crc uint64
 	// valkey is the file's magic: it decides what value types 22 to 25 are.
 	valkey bool
-	// capture, when not nil, receives every byte read (a value's raw encoding).
-	capture *[]byte
+	// captured receives every byte read while capturing is set (a value's raw encoding).
+	capturing bool
+	captured  []byte
 	scratch []byte
 }
 
@@ -34,8 +35,8 @@ func (p *parser) readFull(n int) ([]byte, error) {
 		return nil, err
 	}
 	p.crc = CRC64(p.crc, b)
-	if p.capture != nil {
-		*p.capture = append(*p.capture, b...)
+	if p.capturing {
+		p.captured = append(p.captured, b...)
 	}
 	return b, nil
 }

@@ -130,9 +130,9 @@ func (p *parser) readKey(t byte, e *Entry, buf []byte) ([]byte, error) {
 	}
 	e.Key = key
 	buf = buf[:0]
-	p.capture = &buf
+	p.captured, p.capturing = buf, true
 	err = p.skipValue(t)
-	p.capture = nil
+	buf, p.captured, p.capturing = p.captured, nil, false
 	if err != nil {
 		return buf, fmt.Errorf("failed to read the value of %q (type %d): %w", key, t, err)
 	}
