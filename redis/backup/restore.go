@@ -127,19 +127,24 @@ func Restore(ctx context.Context, t RestoreTarget, sources []func() (io.ReadClos
 	errs := parallel(len(sources), func(i int) error {
 		return restoreOne(ctx, t, readers[i], owners, feeds, h, p)
 	})
-	// Every feed is sent and its replies read, also after a failure: a feed's own error
-	// (a reply naming the key a master refused) comes first, before the sources' (which
-	// may only say that the connection closed).
-	var ferr error
-	for _, f := range feeds {
-		if err := f.close(); ferr == nil {
-			ferr = err
-		}
-	}
-	if ferr != nil {
-		return ferr
+	// A feed's own error (a reply naming the key a master refused) comes first, before
+	// the sources' (which may only say that the connection closed).
+	if err := closeFeeds(feeds); err != nil {
+		return err
 	}
 	return firstErr(errs)
+}
+
+// closeFeeds closes every feed once what it was given is sent and answered, also after a
+// failure, and returns the first failure.
+func closeFeeds(feeds map[string]*masterFeed) error {
+	var first error
+	for _, f := range feeds {
+		if err := f.close(); first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // openFeeds opens a feed to every master.
@@ -148,9 +153,7 @@ func openFeeds(ctx context.Context, t RestoreTarget, clients map[string]*goredis
 	for addr := range clients {
 		f, err := openFeed(ctx, t, addr, p)
 		if err != nil {
-			for _, f := range feeds {
-				f.close()
-			}
+			closeFeeds(feeds)
 			return nil, err
 		}
 		feeds[addr] = f

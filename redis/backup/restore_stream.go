@@ -15,8 +15,7 @@ import (
 // sources queue, a reader goroutine takes the replies meanwhile, chunk by chunk in the
 // order they were sent. A source only waits when its master's queue is full, never for
 // another master: with a connection per source and master, a source whose write to one
-// busy master blocked left the others without work (bench/backup -local: the masters
-// were idle half the time).
+// busy master blocked left the other masters without its keys meanwhile.
 type masterFeed struct {
 	cn *conn
 	// queue are the chunks the sources handed over, queued their bytes (at most

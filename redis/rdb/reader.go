@@ -20,7 +20,7 @@ type parser struct {
 	// captured receives every byte read while capturing is set (a value's raw encoding).
 	capturing bool
 	captured  []byte
-	scratch []byte
+	scratch   []byte
 }
 
 func (p *parser) readFull(n int) ([]byte, error) {
