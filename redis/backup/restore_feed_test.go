@@ -180,16 +180,7 @@ func TestRestoreMixedKeysIntoFewerMasters(t *testing.T) {
 	time.Sleep(1600 * time.Millisecond)
 
 	dst, _ := servers(t, 2)
-	var sources []func() (io.ReadCloser, error)
-	for _, b := range rdbs {
-		sources = append(sources, func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
-	}
-	var p Progress
-	began := time.Now()
-	if err := Restore(ctx, RestoreTarget{Addrs: redistest.Addrs(dst), Dialer: d}, sources, &p); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("restored %d keys, %d bytes in %v; %d expired", p.Keys.Load(), p.Bytes.Load(), time.Since(began), p.Expired.Load())
+	p := restoreInto(t, ctx, redistest.Addrs(dst), d, memSources(rdbs))
 	if p.Keys.Load() != int64(len(loaded)) || p.Expired.Load() != 500 {
 		t.Fatalf("restored %d keys, %d expired; want %d and 500", p.Keys.Load(), p.Expired.Load(), len(loaded))
 	}
@@ -227,4 +218,25 @@ func sameHash(ctx context.Context, a, b *goredis.Client, k string) bool {
 	}
 	mb, err := b.HGetAll(ctx, k).Result()
 	return err == nil && maps.Equal(ma, mb)
+}
+
+// memSources are sources reading rdbs from memory.
+func memSources(rdbs [][]byte) []func() (io.ReadCloser, error) {
+	var sources []func() (io.ReadCloser, error)
+	for _, b := range rdbs {
+		sources = append(sources, func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
+	}
+	return sources
+}
+
+// restoreInto restores sources into the masters at addrs, failing the test on an error.
+func restoreInto(t *testing.T, ctx context.Context, addrs []string, d Dialer, sources []func() (io.ReadCloser, error)) *Progress {
+	t.Helper()
+	var p Progress
+	began := time.Now()
+	if err := Restore(ctx, RestoreTarget{Addrs: addrs, Dialer: d}, sources, &p); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("restored %d keys, %d bytes in %v; %d expired", p.Keys.Load(), p.Bytes.Load(), time.Since(began), p.Expired.Load())
+	return &p
 }
