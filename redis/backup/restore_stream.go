@@ -35,8 +35,10 @@ type masterFeed struct {
 	err    error
 }
 
-// feedBytes bounds what a master's queue holds: what waits for a busy master.
-const feedBytes = 8 << 20
+// feedBytes bounds what a master's queue holds: what waits for a busy master (2 MB, some
+// 18,000 keys of 64 bytes, 30 ms or more of a master's work), per master since the
+// operator restores into clusters of any size.
+const feedBytes = 2 << 20
 
 // replyTimeout bounds the wait for one reply (a RESTORE of a big key takes a while) and
 // for one write.
