@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -21,7 +22,7 @@ const localPassword = "bench"
 // runLocal is the comparison on loopback: 3 masters loaded, backed up by the library and
 // by redis-cli --rdb, restored by the library and by redis-cli --pipe into new masters.
 func runLocal(ctx context.Context, cfg config) error {
-	tmp, _, store, stop, err := startStore(ctx, "127.0.0.1")
+	tmp, s3srv, store, stop, err := startStore(ctx, "127.0.0.1")
 	if err != nil {
 		return err
 	}
@@ -33,11 +34,11 @@ func runLocal(ctx context.Context, cfg config) error {
 	defer redistest.StopAll(src)
 	r := framework.NewRouter(func(context.Context) ([]string, error) { return redistest.Addrs(src), nil }, localPassword)
 	defer r.Close()
-	cmds, err := load(ctx, r, cfg)
+	data, err := load(ctx, r, cfg)
 	if err != nil {
 		return err
 	}
-	var backups, restores [][2]figures
+	var backups, restores [][]figures
 	var objects []string
 	for round := 0; round < cfg.rounds; round++ {
 		var op, ref figures
@@ -50,30 +51,44 @@ func runLocal(ctx context.Context, cfg config) error {
 				return err
 			}
 		}
-		backups = append(backups, [2]figures{op, ref})
+		backups = append(backups, []figures{op, ref})
 		fmt.Println(op)
 		fmt.Println(ref)
 	}
+	methods := []func(round int) (figures, error){
+		func(round int) (figures, error) {
+			return withCluster(ctx, tmp, fmt.Sprintf("r%d", round), func(dst []*redistest.Server) (figures, error) {
+				return libRestore(ctx, dst, store.Get, s3srv.PID(), objects, "operator restore (library)", 0)
+			})
+		},
+		func(round int) (figures, error) {
+			return withCluster(ctx, tmp, fmt.Sprintf("m%d", round), func(dst []*redistest.Server) (figures, error) {
+				return memRestore(ctx, dst, store, objects, 0)
+			})
+		},
+	}
+	if cfg.inFlight > 0 {
+		methods = append(methods, func(round int) (figures, error) {
+			return withCluster(ctx, tmp, fmt.Sprintf("i%d", round), func(dst []*redistest.Server) (figures, error) {
+				return memRestore(ctx, dst, store, objects, cfg.inFlight)
+			})
+		})
+	}
+	methods = append(methods,
+		func(round int) (figures, error) { return localPipe(ctx, tmp, fmt.Sprintf("p%d", round), data, cfg) })
 	for round := 0; round < cfg.rounds; round++ {
-		var op, ref figures
-		for _, first := range []bool{round%2 == 0, round%2 == 1} {
-			if first {
-				dst, err := localCluster(ctx, tmp, fmt.Sprintf("r%d", round))
-				if err != nil {
-					return err
-				}
-				op, err = libRestore(ctx, dst, store, objects)
-				redistest.StopAll(dst)
-				if err != nil {
-					return err
-				}
-			} else if ref, err = localPipe(ctx, tmp, fmt.Sprintf("p%d", round), cmds, cfg); err != nil {
+		fs := make([]figures, len(methods))
+		// Who goes first rotates.
+		for k := range methods {
+			i := (round + k) % len(methods)
+			if fs[i], err = methods[i](round); err != nil {
 				return err
 			}
 		}
-		restores = append(restores, [2]figures{op, ref})
-		fmt.Println(op)
-		fmt.Println(ref)
+		restores = append(restores, fs)
+		for _, f := range fs {
+			fmt.Println(f)
+		}
 	}
 	report(cfg, backups, restores)
 	return nil
@@ -161,22 +176,40 @@ func libBackup(ctx context.Context, r *framework.Router, addrs []string, store *
 	return f, objects, nil
 }
 
-// libRestore restores the objects into dst with redis/backup.Restore.
-func libRestore(ctx context.Context, dst []*redistest.Server, store *backup.S3, objects []string) (figures, error) {
-	f := figures{method: "operator restore (library)"}
+// withCluster runs fn on 3 new masters, stopped after.
+func withCluster(ctx context.Context, root, name string, fn func([]*redistest.Server) (figures, error)) (figures, error) {
+	dst, err := localCluster(ctx, root, name)
+	if err != nil {
+		return figures{}, err
+	}
+	defer redistest.StopAll(dst)
+	return fn(dst)
+}
+
+// libRestore restores the objects, read with get, into dst with redis/backup.Restore;
+// storePID is the store's process (0: none), whose CPU time the restore costs too.
+func libRestore(ctx context.Context, dst []*redistest.Server, get func(ctx context.Context, bucket, key string) (io.ReadCloser, error),
+	storePID int, objects []string, method string, inFlight int) (figures, error) {
+	f := figures{method: method}
 	var sources []func() (io.ReadCloser, error)
 	for _, o := range objects {
-		sources = append(sources, func() (io.ReadCloser, error) { return store.Get(ctx, "backups", o) })
+		sources = append(sources, func() (io.ReadCloser, error) { return get(ctx, "backups", o) })
 	}
 	var p backup.Progress
+	addrs := redistest.Addrs(dst)
+	srv0, self0, store0 := serversCPU(addrs, localPassword), selfCPU(), procCPU(storePID)
 	began := time.Now()
-	err := backup.Restore(ctx, backup.RestoreTarget{Addrs: redistest.Addrs(dst), Dialer: backup.Dialer{Passwords: []string{localPassword}}}, sources, &p)
+	err := backup.Restore(ctx, backup.RestoreTarget{Addrs: addrs, Dialer: backup.Dialer{Passwords: []string{localPassword}}, InFlight: inFlight}, sources, &p)
 	f.took, f.keys, f.bytes = time.Since(began), p.Keys.Load(), p.Bytes.Load()
+	f.cpu = cpuUse{client: selfCPU() - self0, servers: serversCPU(addrs, localPassword) - srv0}
+	if storePID != 0 {
+		f.cpu.store = procCPU(storePID) - store0
+	}
 	if err != nil {
 		return f, err
 	}
-	commandStats(redistest.Addrs(dst), localPassword, "restore", "set")
-	n, err := dbsize(ctx, framework.NewRouter(func(context.Context) ([]string, error) { return redistest.Addrs(dst), nil }, localPassword))
+	commandStats(addrs, localPassword, "restore", "set")
+	n, err := dbsize(ctx, framework.NewRouter(func(context.Context) ([]string, error) { return addrs, nil }, localPassword))
 	if err != nil {
 		return f, err
 	}
@@ -186,8 +219,34 @@ func libRestore(ctx context.Context, dst []*redistest.Server, store *backup.S3, 
 	return f, nil
 }
 
-// localPipe loads cmds with redis-cli --pipe into 3 new masters.
-func localPipe(ctx context.Context, root, name string, cmds [][]any, cfg config) (figures, error) {
+// memRestore is libRestore from the objects read into memory beforehand, untimed, as the
+// reference's protocol is built beforehand: what the restore costs without the store.
+func memRestore(ctx context.Context, dst []*redistest.Server, store *backup.S3, objects []string, inFlight int) (figures, error) {
+	mem := map[string][]byte{}
+	for _, o := range objects {
+		rc, err := store.Get(ctx, "backups", o)
+		if err != nil {
+			return figures{}, err
+		}
+		b, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			return figures{}, err
+		}
+		mem[o] = b
+	}
+	get := func(_ context.Context, _, key string) (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(mem[key])), nil
+	}
+	method := "operator restore (memory)"
+	if inFlight > 0 {
+		method = fmt.Sprintf("operator (memory, %d)", inFlight)
+	}
+	return libRestore(ctx, dst, get, 0, objects, method, inFlight)
+}
+
+// localPipe loads data with redis-cli --pipe into 3 new masters.
+func localPipe(ctx context.Context, root, name string, data dataset, cfg config) (figures, error) {
 	dst, err := localCluster(ctx, root, name)
 	if err != nil {
 		return figures{}, err
@@ -195,5 +254,5 @@ func localPipe(ctx context.Context, root, name string, cmds [][]any, cfg config)
 	defer redistest.StopAll(dst)
 	r := framework.NewRouter(func(context.Context) ([]string, error) { return redistest.Addrs(dst), nil }, localPassword)
 	defer r.Close()
-	return cliPipe(ctx, r, localPassword, cmds, cfg)
+	return cliPipe(ctx, r, localPassword, data, cfg)
 }

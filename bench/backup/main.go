@@ -52,6 +52,7 @@ type config struct {
 	keys, ttlEvery int
 	rounds         int
 	redisCli       string
+	inFlight       int
 }
 
 func main() {
@@ -60,6 +61,7 @@ func main() {
 	flag.IntVar(&cfg.ttlEvery, "ttl-every", 4, "one key in this many has an expiry")
 	flag.IntVar(&cfg.rounds, "rounds", 1, "backups and restores of each method")
 	flag.StringVar(&cfg.redisCli, "redis-cli", "/usr/bin/redis-cli", "redis-cli binary")
+	flag.IntVar(&cfg.inFlight, "inflight", 0, "with -local, also restore from memory with this RestoreTarget.InFlight (0: not)")
 	local := flag.Bool("local", false, "redis-server processes on loopback and the operator's library, no devcluster")
 	flag.BoolVar(&showStats, "commandstats", false, "print each restore target's INFO commandstats of the commands it was sent (the server's own time per call)")
 	cpuProfile := flag.String("cpuprofile", "", "with -local, write a CPU profile of this program (the library runs in it) to this file")
@@ -100,6 +102,7 @@ type figures struct {
 	pause string
 	// cutAfter is how long after the apply the operator's cut began (backups).
 	cutAfter time.Duration
+	cpu      cpuUse
 }
 
 func (f figures) String() string {
@@ -114,7 +117,7 @@ func (f figures) String() string {
 	if f.cutAfter > 0 {
 		s += fmt.Sprintf("  cut began %v after the apply", f.cutAfter.Round(time.Millisecond))
 	}
-	return s
+	return s + f.cpu.String()
 }
 
 func run(ctx context.Context, s *framework.Stack, cfg config) error {
@@ -144,7 +147,7 @@ stringData: {accessKeyID: %s, secretAccessKey: %s}
 	}
 	r := s.RouterFor(ns, "demo", "")
 	defer r.Close()
-	cmds, err := load(ctx, r, cfg)
+	data, err := load(ctx, r, cfg)
 	if err != nil {
 		return err
 	}
@@ -153,7 +156,7 @@ stringData: {accessKeyID: %s, secretAccessKey: %s}
 		return err
 	}
 
-	var backups, restores [][2]figures
+	var backups, restores [][]figures
 	var last string
 	for round := 0; round < cfg.rounds; round++ {
 		// Backups: who goes first alternates.
@@ -174,7 +177,7 @@ stringData: {accessKeyID: %s, secretAccessKey: %s}
 				}
 			}
 		}
-		backups = append(backups, [2]figures{op, ref})
+		backups = append(backups, []figures{op, ref})
 		fmt.Println(op)
 		fmt.Println(ref)
 		last = name
@@ -186,11 +189,11 @@ stringData: {accessKeyID: %s, secretAccessKey: %s}
 				if op, err = operatorRestore(ctx, s, ns, fmt.Sprintf("r%d", round), last); err != nil {
 					return err
 				}
-			} else if ref, err = cliRestore(ctx, s, ns, fmt.Sprintf("p%d", round), cmds, cfg); err != nil {
+			} else if ref, err = cliRestore(ctx, s, ns, fmt.Sprintf("p%d", round), data, cfg); err != nil {
 				return err
 			}
 		}
-		restores = append(restores, [2]figures{op, ref})
+		restores = append(restores, []figures{op, ref})
 		fmt.Println(op)
 		fmt.Println(ref)
 	}
@@ -199,22 +202,29 @@ stringData: {accessKeyID: %s, secretAccessKey: %s}
 	return nil
 }
 
-func report(cfg config, backups, restores [][2]figures) {
+func report(cfg config, backups, restores [][]figures) {
 	fmt.Printf("\n=== backup and restore, %d keys of 64 bytes, 3 masters (medians of %d)\n", cfg.keys, cfg.rounds)
 	bo, br := median(backups, 0), median(backups, 1)
-	ro, rr := median(restores, 0), median(restores, 1)
 	fmt.Println(bo)
 	fmt.Println(br)
 	fmt.Printf("backup  keys/s ratio operator/redis-cli: %.2f (time ratio %.2f)\n", rate(bo)/rate(br), bo.took.Seconds()/br.took.Seconds())
-	fmt.Println(ro)
+	// The reference is the last of a round's restores.
+	ref := len(restores[0]) - 1
+	rr := median(restores, ref)
+	for i := 0; i < ref; i++ {
+		fmt.Println(median(restores, i))
+	}
 	fmt.Println(rr)
-	fmt.Printf("restore keys/s ratio operator/redis-cli: %.2f (time ratio %.2f)\n", rate(ro)/rate(rr), ro.took.Seconds()/rr.took.Seconds())
+	for i := 0; i < ref; i++ {
+		ro := median(restores, i)
+		fmt.Printf("restore keys/s ratio %s/redis-cli: %.2f (time ratio %.2f)\n", ro.method, rate(ro)/rate(rr), ro.took.Seconds()/rr.took.Seconds())
+	}
 }
 
 func rate(f figures) float64 { return float64(f.keys) / f.took.Seconds() }
 
 // median is the figures of the median round by time of method i.
-func median(rounds [][2]figures, i int) figures {
+func median(rounds [][]figures, i int) figures {
 	fs := make([]figures, len(rounds))
 	for j := range rounds {
 		fs[j] = rounds[j][i]
@@ -250,30 +260,45 @@ func startStore(ctx context.Context, host string) (dir string, srv *redistest.S3
 	return dir, srv, store, stop, nil
 }
 
-// load writes the keys, pipelined, and returns the commands it sent.
-func load(ctx context.Context, r *framework.Router, cfg config) ([][]any, error) {
-	expireBase := time.Now().Add(24 * time.Hour).UnixMilli()
-	var cmds [][]any
-	for i := 0; i < cfg.keys; i++ {
-		k := "b:" + strconv.Itoa(i)
-		if cfg.ttlEvery > 0 && i%cfg.ttlEvery == 0 {
-			cmds = append(cmds, []any{"set", k, framework.Value(k), "pxat", expireBase + int64(i)})
-		} else {
-			cmds = append(cmds, []any{"set", k, framework.Value(k)})
-		}
+// dataset is the keys load wrote, as the commands that wrote them. They are made again
+// when needed rather than kept: a million commands held as [][]any is a heap of pointers
+// the garbage collector scans on every cycle while the library restores in this process,
+// which the operator's own process does not carry.
+type dataset struct {
+	keys, ttlEvery int
+	expireBase     int64
+}
+
+// cmd is the command that wrote key i: SET key value [PXAT t].
+func (d dataset) cmd(i int) []any {
+	k := "b:" + strconv.Itoa(i)
+	if d.ttlEvery > 0 && i%d.ttlEvery == 0 {
+		return []any{"set", k, framework.Value(k), "pxat", d.expireBase + int64(i)}
 	}
+	return []any{"set", k, framework.Value(k)}
+}
+
+// load writes the keys, pipelined, and returns them.
+func load(ctx context.Context, r *framework.Router, cfg config) (dataset, error) {
+	d := dataset{keys: cfg.keys, ttlEvery: cfg.ttlEvery, expireBase: time.Now().Add(24 * time.Hour).UnixMilli()}
 	began := time.Now()
-	res, err := r.Pipeline(ctx, cmds, 1000)
-	if err != nil {
-		return nil, err
-	}
-	for i, c := range res {
-		if c.Err() != nil {
-			return nil, fmt.Errorf("%v: %w", cmds[i][:2], c.Err())
+	for start := 0; start < d.keys; start += 100_000 {
+		var cmds [][]any
+		for i := start; i < min(d.keys, start+100_000); i++ {
+			cmds = append(cmds, d.cmd(i))
+		}
+		res, err := r.Pipeline(ctx, cmds, 1000)
+		if err != nil {
+			return d, err
+		}
+		for i, c := range res {
+			if c.Err() != nil {
+				return d, fmt.Errorf("%v: %w", cmds[i][:2], c.Err())
+			}
 		}
 	}
 	fmt.Printf("loaded %d keys (one in %d with an expiry) in %v\n", cfg.keys, cfg.ttlEvery, time.Since(began).Round(time.Millisecond))
-	return cmds, nil
+	return d, nil
 }
 
 // applyCluster applies the demo sample as name with the given pods and replicas per
@@ -493,7 +518,7 @@ func operatorRestore(ctx context.Context, s *framework.Stack, ns, name, from str
 
 // cliRestore creates name (3 masters, no replicas) and loads the same keys into it with
 // redis-cli --pipe (cliPipe).
-func cliRestore(ctx context.Context, s *framework.Stack, ns, name string, cmds [][]any, cfg config) (figures, error) {
+func cliRestore(ctx context.Context, s *framework.Stack, ns, name string, data dataset, cfg config) (figures, error) {
 	if err := applyCluster(ctx, s, ns, name, 3, 0, ""); err != nil {
 		return figures{}, err
 	}
@@ -506,18 +531,19 @@ func cliRestore(ctx context.Context, s *framework.Stack, ns, name string, cmds [
 	}
 	r := s.RouterFor(ns, name, "")
 	defer r.Close()
-	return cliPipe(ctx, r, password, cmds, cfg)
+	return cliPipe(ctx, r, password, data, cfg)
 }
 
-// cliPipe loads cmds into the cluster r routes to with redis-cli --pipe, one per master in
+// cliPipe loads data into the cluster r routes to with redis-cli --pipe, one per master in
 // parallel, each master its keys as RESP commands built beforehand, and counts its keys.
-func cliPipe(ctx context.Context, r *framework.Router, password string, cmds [][]any, cfg config) (figures, error) {
+func cliPipe(ctx context.Context, r *framework.Router, password string, data dataset, cfg config) (figures, error) {
 	f := figures{method: "redis-cli --pipe (parallel)"}
 	if err := r.Refresh(ctx); err != nil {
 		return f, err
 	}
 	proto := map[string]*bytes.Buffer{}
-	for _, c := range cmds {
+	for i := 0; i < data.keys; i++ {
+		c := data.cmd(i)
 		o := r.Owner(framework.KeySlot(c[1].(string)))
 		if proto[o] == nil {
 			proto[o] = &bytes.Buffer{}
@@ -529,8 +555,17 @@ func cliPipe(ctx context.Context, r *framework.Router, password string, cmds [][
 			fmt.Fprintf(b, "$%d\r\n%s\r\n", len(v), v)
 		}
 	}
+	var addrs []string
+	for addr := range proto {
+		addrs = append(addrs, addr)
+	}
+	srvBefore := serversCPU(addrs, password)
 	began := time.Now()
-	errs := make(chan error, len(proto))
+	type result struct {
+		err error
+		cpu time.Duration
+	}
+	errs := make(chan result, len(proto))
 	for addr, b := range proto {
 		f.bytes += int64(b.Len())
 		go func() {
@@ -545,26 +580,29 @@ func cliPipe(ctx context.Context, r *framework.Router, password string, cmds [][
 			if err != nil {
 				err = fmt.Errorf("redis-cli --pipe %s: %w: %s", addr, err, out)
 			}
-			errs <- err
+			var cpu time.Duration
+			if cmd.ProcessState != nil {
+				cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+			}
+			errs <- result{err, cpu}
 		}()
 	}
 	for range proto {
-		if err := <-errs; err != nil {
-			return f, err
+		res := <-errs
+		if res.err != nil {
+			return f, res.err
 		}
+		f.cpu.client += res.cpu
 	}
 	f.took = time.Since(began)
-	var addrs []string
-	for addr := range proto {
-		addrs = append(addrs, addr)
-	}
+	f.cpu.servers = serversCPU(addrs, password) - srvBefore
 	commandStats(addrs, password, "set")
 	n, err := dbsize(ctx, r)
 	if err != nil {
 		return f, err
 	}
-	if n != int64(len(cmds)) {
-		return f, fmt.Errorf("%d keys after --pipe, want %d", n, len(cmds))
+	if n != int64(data.keys) {
+		return f, fmt.Errorf("%d keys after --pipe, want %d", n, data.keys)
 	}
 	f.keys = n
 	return f, nil
@@ -611,22 +649,29 @@ func countKeys(r io.Reader) (int64, error) {
 var showStats bool
 
 // commandStats prints, with -commandstats, the INFO commandstats lines of the commands
-// named, on every node at addrs.
+// named, and the reads and writes of client connections the server made (INFO stats), on
+// every node at addrs.
 func commandStats(addrs []string, password string, commands ...string) {
 	if !showStats {
 		return
 	}
 	for _, a := range addrs {
 		host, port, _ := strings.Cut(a, ":")
-		cmd := exec.Command("redis-cli", "-h", host, "-p", port, "--no-auth-warning", "info", "commandstats")
+		cmd := exec.Command("redis-cli", "-h", host, "-p", port, "--no-auth-warning", "info", "all")
 		cmd.Env = append(os.Environ(), "REDISCLI_AUTH="+password)
 		out, _ := cmd.Output()
+		var rw []string
 		for _, l := range strings.Split(string(out), "\n") {
+			l = strings.TrimSpace(l)
 			for _, c := range commands {
 				if strings.HasPrefix(l, "cmdstat_"+c+":") {
-					fmt.Println("  ", a, strings.TrimSpace(l))
+					fmt.Println("  ", a, l)
 				}
 			}
+			if strings.HasPrefix(l, "total_reads_processed:") || strings.HasPrefix(l, "total_writes_processed:") {
+				rw = append(rw, l)
+			}
 		}
+		fmt.Println("  ", a, strings.Join(rw, " "))
 	}
 }

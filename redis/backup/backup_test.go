@@ -222,16 +222,8 @@ func TestCutIsConsistentAndRestoresIntoAnotherShape(t *testing.T) {
 	writes := stopWriters()
 
 	dst, _ := servers(t, 4)
-	var sources []func() (io.ReadCloser, error)
-	for _, b := range rdbs {
-		sources = append(sources, func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
-	}
-	var p Progress
-	began := time.Now()
-	if err := Restore(ctx, RestoreTarget{Addrs: redistest.Addrs(dst), Dialer: d}, sources, &p); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("restored %d keys, %d bytes in %v", p.Keys.Load(), p.Bytes.Load(), time.Since(began))
+	sources := memSources(rdbs)
+	restoreInto(t, ctx, redistest.Addrs(dst), d, sources)
 	// Restoring again is refused: the target holds keys now.
 	if err := Restore(ctx, RestoreTarget{Addrs: redistest.Addrs(dst), Dialer: d}, sources, &Progress{}); err == nil || !strings.Contains(err.Error(), "already holds keys") {
 		t.Fatalf("a second restore into a full cluster: %v", err)

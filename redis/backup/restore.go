@@ -79,9 +79,9 @@ func refusedPayload(msg string) bool {
 // SET … PXAT. Keys whose expiry has passed are skipped. It fails on the first key a master
 // refuses.
 //
-// Each source streams to every master on a connection of its own, as redis-cli --pipe
-// does: commands are written as the file is read, and a reader takes the replies in
-// order meanwhile, so no round trip is waited for (at most InFlight keys unanswered).
+// Each master is fed on one connection, as redis-cli --pipe does, by every source:
+// commands are written as the files are read, and a reader takes the replies in order
+// meanwhile, so no round trip is waited for (at most InFlight keys unanswered).
 func Restore(ctx context.Context, t RestoreTarget, sources []func() (io.ReadCloser, error), p *Progress) error {
 	if t.InFlight == 0 {
 		t.InFlight = 10000
@@ -120,10 +120,45 @@ func Restore(ctx context.Context, t RestoreTarget, sources []func() (io.ReadClos
 	}
 	h := holdDetection(ctx, clients)
 	defer h.release()
+	feeds, err := openFeeds(ctx, t, clients, p)
+	if err != nil {
+		return err
+	}
 	errs := parallel(len(sources), func(i int) error {
-		return restoreOne(ctx, t, readers[i], owners, h, p)
+		return restoreOne(ctx, t, readers[i], owners, feeds, h, p)
 	})
+	// A feed's own error (a reply naming the key a master refused) comes first, before
+	// the sources' (which may only say that the connection closed).
+	if err := closeFeeds(feeds); err != nil {
+		return err
+	}
 	return firstErr(errs)
+}
+
+// closeFeeds closes every feed once what it was given is sent and answered, also after a
+// failure, and returns the first failure.
+func closeFeeds(feeds map[string]*masterFeed) error {
+	var first error
+	for _, f := range feeds {
+		if err := f.close(); first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// openFeeds opens a feed to every master.
+func openFeeds(ctx context.Context, t RestoreTarget, clients map[string]*goredis.Client, p *Progress) (map[string]*masterFeed, error) {
+	feeds := map[string]*masterFeed{}
+	for addr := range clients {
+		f, err := openFeed(ctx, t, addr, p)
+		if err != nil {
+			closeFeeds(feeds)
+			return nil, err
+		}
+		feeds[addr] = f
+	}
+	return feeds, nil
 }
 
 // masterClients is a client of each master of owners, with pool connections each.
@@ -197,87 +232,6 @@ func checkServers(ctx context.Context, clients map[string]*goredis.Client, versi
 		}
 	}
 	return nil
-}
-
-// restoreOne writes the keys of one RDB file (shardRestore.entry for each), then reads
-// the file to its end. An error of the file's content is ErrIncompatible; one of the
-// source or of a master is not.
-func restoreOne(ctx context.Context, t RestoreTarget, r io.Reader, owners []string, h *hold, p *Progress) (err error) {
-	sr := &shardRestore{ctx: ctx, t: t, owners: owners, h: h, p: p, streams: map[string]*restoreStream{}}
-	defer func() {
-		// Every stream is flushed and its replies read, also after a failure (a reply
-		// then names the key a master refused, which beats a later "connection closed").
-		for _, st := range sr.streams {
-			if cerr := st.close(); err == nil {
-				err = cerr
-			}
-		}
-	}()
-	src := &sourceReader{r: r}
-	var stopped error // the callback's own error, if it stopped the scan
-	_, err = rdb.Scan(src, func(e *rdb.Entry) error {
-		stopped = sr.entry(e)
-		return stopped
-	})
-	if err == nil {
-		// The RDB ends at its own checksum; read the object to its end so a source that
-		// checks the whole object (VerifyingReader) does.
-		_, err = io.Copy(io.Discard, src)
-	}
-	switch {
-	case err == nil, stopped != nil, src.err != nil:
-		return err
-	default:
-		return fmt.Errorf("%w: %w", ErrIncompatible, err)
-	}
-}
-
-// shardRestore is the restore of one RDB file: a stream to each master it met.
-type shardRestore struct {
-	ctx     context.Context
-	t       RestoreTarget
-	owners  []string
-	h       *hold
-	p       *Progress
-	streams map[string]*restoreStream
-	n       int
-}
-
-// entry sends one key of the file to the master owning its slot.
-func (sr *shardRestore) entry(e *rdb.Entry) error {
-	if e.DB != 0 {
-		return fmt.Errorf("%w: key %q is in database %d; a cluster has only database 0", ErrIncompatible, e.Key, e.DB)
-	}
-	if sr.n++; sr.n%1024 == 0 {
-		// A master whose keys are rare would keep them in its buffer for long: flush
-		// every stream now and then.
-		if err := sr.ctx.Err(); err != nil {
-			return err
-		}
-		for _, st := range sr.streams {
-			if err := st.flush(); err != nil {
-				return err
-			}
-		}
-	}
-	now := time.Now().UnixMilli()
-	if e.ExpireAtMs != 0 && e.ExpireAtMs <= now {
-		sr.p.Expired.Add(1)
-		return nil
-	}
-	addr := sr.owners[topology.KeySlot(string(e.Key))]
-	st := sr.streams[addr]
-	if st == nil {
-		var err error
-		if st, err = openRestoreStream(sr.ctx, sr.t, addr, sr.p); err != nil {
-			return err
-		}
-		sr.streams[addr] = st
-	}
-	if len(e.Value) > payloadRate {
-		sr.h.cover(sr.ctx, len(e.Value))
-	}
-	return st.restore(e)
 }
 
 // slotOwners maps every slot to its master's address, from the first node that sees all

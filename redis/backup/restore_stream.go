@@ -1,190 +1,215 @@
 package backup
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"net"
-	"strconv"
-	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/hc-middleware/redis-cluster-operator/redis/rdb"
 )
 
-// restoreStream sends RESTORE commands to one master on a connection of its own; a
-// goroutine reads the replies meanwhile, in the order of the keys in pending.
-type restoreStream struct {
-	cn      *conn
-	w       *bufio.Writer
-	replace bool
-	// unflushed are the keys written to w since the last flush; pending those sent whose
-	// reply the reader has not read yet.
-	unflushed      []pendingKey
-	unflushedBytes int
-	num            [20]byte // an expiry's digits
-	pending        chan pendingKey
-	done           chan struct{}
-	p              *Progress
-	// failed is set, after err, by the reader at the first error reply or read failure.
+// masterFeed is the one connection to a master that every source's keys for it go
+// through, as redis-cli --pipe feeds one master: a writer goroutine sends the chunks the
+// sources queue, a reader goroutine takes the replies meanwhile, chunk by chunk in the
+// order they were sent. A source only waits when its master's queue is full, never for
+// another master: with a connection per source and master, a source whose write to one
+// busy master blocked left the other masters without its keys meanwhile.
+type masterFeed struct {
+	cn *conn
+	// queue are the chunks the sources handed over, queued their bytes (at most
+	// feedBytes unless the queue holds a single chunk); pending the chunks sent whose
+	// replies are not read yet (at most about InFlight keys); free the chunks done with.
+	queue   chan *chunk
+	mu      sync.Mutex
+	room    *sync.Cond
+	queued  int
+	pending chan *chunk
+	free    chan *chunk
+	bufs    chan []byte   // sent chunks' buffers, for new chunks
+	done    chan struct{} // closed when the reader is done
+	p       *Progress
+	// failed is set, after err, at the first error reply, read or write failure.
 	failed atomic.Bool
 	err    error
 }
 
-type pendingKey struct {
-	key   string
-	bytes int
-}
+// feedBytes bounds what a master's queue holds: what waits for a busy master (2 MB, some
+// 18,000 keys of 64 bytes, 30 ms or more of a master's work), per master since the
+// operator restores into clusters of any size.
+const feedBytes = 2 << 20
 
-// replyTimeout bounds the wait for one reply (a RESTORE of a big key takes a while).
+// replyTimeout bounds the wait for one reply (a RESTORE of a big key takes a while) and
+// for one write.
 const replyTimeout = time.Minute
 
-func openRestoreStream(ctx context.Context, t RestoreTarget, addr string, p *Progress) (*restoreStream, error) {
+func openFeed(ctx context.Context, t RestoreTarget, addr string, p *Progress) (*masterFeed, error) {
 	cn, err := t.dial(ctx, addr)
 	if err != nil {
 		return nil, err
 	}
-	st := &restoreStream{cn: cn, w: bufio.NewWriterSize(deadlineWriter{cn.c}, 256<<10), replace: t.Replace,
-		pending: make(chan pendingKey, t.InFlight), done: make(chan struct{}), p: p}
-	go st.read()
+	// At most InFlight keys unanswered: the chunks sent and queued for the reader, and the
+	// one it reads.
+	inflight := max(1, t.InFlight/chunkKeys-1)
+	f := &masterFeed{cn: cn, queue: make(chan *chunk, 1024), pending: make(chan *chunk, inflight),
+		free: make(chan *chunk, 64), bufs: make(chan []byte, 16), done: make(chan struct{}), p: p}
+	f.room = sync.NewCond(&f.mu)
+	go f.write()
+	go f.read()
 	go func() {
 		select {
 		case <-ctx.Done():
 			cn.Close() // unblocks both sides
-		case <-st.done:
+		case <-f.done:
 		}
 	}()
-	return st, nil
+	return f, nil
 }
 
-// deadlineWriter gives each write to the connection its own deadline.
-type deadlineWriter struct{ c net.Conn }
-
-func (d deadlineWriter) Write(b []byte) (int, error) {
-	_ = d.c.SetWriteDeadline(time.Now().Add(replyTimeout))
-	return d.c.Write(b)
+// newChunk is an empty chunk, a recycled one when there is.
+func (f *masterFeed) newChunk() *chunk {
+	c := &chunk{}
+	select {
+	case c = <-f.free:
+	default:
+	}
+	select {
+	case c.buf = <-f.bufs:
+	default:
+		if c.buf == nil {
+			c.buf = make([]byte, 0, chunkBytes/4)
+		}
+	}
+	c.reset()
+	return c
 }
 
-// restore writes one key: a string as SET key value [PXAT expiry], which costs a master
-// less than half what RESTORE of the same key does (4 µs a call against 9 to 10 µs,
-// measured on Redis 7.0 by bench/backup -local) and leaves the same key, expiry and
-// encoding; any other type as RESTORE key expiry payload ABSTTL [REPLACE], the value as the
-// backup encoded it. The cluster was found empty first (or Replace allows overwriting),
-// so SET's overwriting is RESTORE … REPLACE's.
-func (st *restoreStream) restore(e *rdb.Entry) error {
-	if st.failed.Load() {
-		return st.err
+// send queues c, waiting while the queue is full; it fails once the feed failed.
+func (f *masterFeed) send(c *chunk) error {
+	n := c.size()
+	f.mu.Lock()
+	for f.queued > 0 && f.queued+n > feedBytes && !f.failed.Load() {
+		f.room.Wait()
 	}
-	w := st.w
-	var size int
-	if e.Type == rdb.TypeString {
-		v, err := e.StringValue()
-		if err != nil {
-			return fmt.Errorf("key %q: %w", e.Key, err)
-		}
-		if e.ExpireAtMs != 0 {
-			w.WriteString("*5\r\n$3\r\nSET\r\n")
-		} else {
-			w.WriteString("*3\r\n$3\r\nSET\r\n")
-		}
-		writeBulk(w, e.Key)
-		writeBulk(w, v)
-		if e.ExpireAtMs != 0 {
-			w.WriteString("$4\r\nPXAT\r\n")
-			writeBulk(w, strconv.AppendInt(st.num[:0], e.ExpireAtMs, 10))
-		}
-		size = len(v)
-	} else {
-		payload := e.DumpPayload(e.Version)
-		n := 5
-		if st.replace {
-			n = 6
-		}
-		w.WriteString("*" + strconv.Itoa(n) + "\r\n$7\r\nRESTORE\r\n")
-		writeBulk(w, e.Key)
-		writeBulk(w, strconv.AppendInt(st.num[:0], e.ExpireAtMs, 10))
-		writeBulk(w, payload)
-		w.WriteString("$6\r\nABSTTL\r\n")
-		if st.replace {
-			w.WriteString("$7\r\nREPLACE\r\n")
-		}
-		size = len(payload)
+	f.queued += n
+	f.mu.Unlock()
+	if f.failed.Load() {
+		return f.err
 	}
-	st.unflushed = append(st.unflushed, pendingKey{key: string(e.Key), bytes: size + len(e.Key)})
-	st.unflushedBytes += size
-	if len(st.unflushed) >= 512 || st.unflushedBytes >= 1<<20 {
-		return st.flush()
-	}
+	f.queue <- c
 	return nil
 }
 
-func writeBulk(w *bufio.Writer, b []byte) {
-	w.WriteString("$" + strconv.Itoa(len(b)) + "\r\n")
-	w.Write(b)
-	w.WriteString("\r\n")
-}
-
-// flush sends what is buffered, then hands its keys to the reader (waiting while InFlight
-// keys are unanswered): the reader only ever waits for the reply of a command sent.
-func (st *restoreStream) flush() error {
-	if err := st.w.Flush(); err != nil {
-		if st.failed.Load() {
-			return st.err
-		}
-		return fmt.Errorf("RESTORE on %s: %w", st.cn.addr, err)
-	}
-	for _, pk := range st.unflushed {
-		st.pending <- pk
-	}
-	st.unflushed, st.unflushedBytes = st.unflushed[:0], 0
-	return nil
-}
-
-// read takes the replies in order; the first error reply or read failure stops it from
-// counting, and it drains pending so the writer never blocks.
-func (st *restoreStream) read() {
-	defer close(st.done)
-	var keys, bytes int64
-	defer func() { st.p.Keys.Add(keys); st.p.Bytes.Add(bytes) }()
-	for pk := range st.pending {
-		if st.failed.Load() {
-			continue
-		}
-		_ = st.cn.c.SetReadDeadline(time.Now().Add(replyTimeout))
-		line, err := st.cn.line()
-		switch {
-		case err != nil:
-			st.fail(fmt.Errorf("restoring %q on %s: %w", pk.key, st.cn.addr, err))
-		case strings.HasPrefix(line, "-") && refusedPayload(line):
-			st.fail(fmt.Errorf("%w: restoring %q on %s: %s", ErrIncompatible, pk.key, st.cn.addr, line[1:]))
-		case strings.HasPrefix(line, "-"):
-			st.fail(fmt.Errorf("restoring %q on %s: %s", pk.key, st.cn.addr, line[1:]))
-		default:
-			if keys, bytes = keys+1, bytes+int64(pk.bytes); keys == 1000 {
-				st.p.Keys.Add(keys)
-				st.p.Bytes.Add(bytes)
-				keys, bytes = 0, 0
+// write sends the queued chunks, in order, and hands each to the reader.
+func (f *masterFeed) write() {
+	defer close(f.pending)
+	for c := range f.queue {
+		n := c.size()
+		if !f.failed.Load() {
+			_ = f.cn.c.SetWriteDeadline(time.Now().Add(replyTimeout))
+			var err error
+			if c.big == nil {
+				_, err = f.cn.c.Write(c.buf)
+			} else {
+				bufs := net.Buffers{c.buf, c.big, c.after}
+				_, err = bufs.WriteTo(f.cn.c)
+			}
+			if err != nil {
+				f.fail(fmt.Errorf("RESTORE on %s: %w", f.cn.addr, err))
 			}
 		}
+		// Once sent, only the keys wait for their replies: the buffer goes to a new chunk,
+		// a big value is let go.
+		select {
+		case f.bufs <- c.buf[:0]:
+		default:
+		}
+		c.buf, c.big, c.after = nil, nil, nil
+		f.mu.Lock()
+		f.queued -= n
+		f.room.Broadcast()
+		f.mu.Unlock()
+		if f.failed.Load() {
+			f.recycle(c)
+			continue
+		}
+		f.pending <- c
 	}
 }
 
-func (st *restoreStream) fail(err error) {
-	st.err = err
-	st.failed.Store(true)
-	st.cn.Close() // the writer's next write fails at once
+func (f *masterFeed) recycle(c *chunk) {
+	select {
+	case f.free <- c:
+	default:
+	}
 }
 
-// close sends what is buffered, waits for every reply and closes the connection; it
-// returns the first failure.
-func (st *restoreStream) close() error {
-	ferr := st.flush()
-	close(st.pending)
-	<-st.done
-	st.cn.Close()
-	if st.failed.Load() {
-		return st.err
+// read takes the replies in order; after the first error reply or read failure it only
+// drains pending so the writer never blocks.
+func (f *masterFeed) read() {
+	defer close(f.done)
+	for c := range f.pending {
+		if !f.failed.Load() {
+			// The keys a master acknowledged count, also those before a refused one.
+			ok := f.answers(c)
+			var bytes int64
+			for _, n := range c.bytes[:ok] {
+				bytes += int64(n)
+			}
+			f.p.Keys.Add(int64(ok))
+			f.p.Bytes.Add(bytes)
+		}
+		f.recycle(c)
 	}
-	return ferr
+}
+
+// answers reads a reply for each key of c, and returns how many acknowledged it before
+// the first failure.
+func (f *masterFeed) answers(c *chunk) int {
+	for i := 0; i < c.keys(); i++ {
+		if f.cn.r.Buffered() == 0 {
+			// The deadline bounds a wait on the connection, which only a read of the
+			// socket does.
+			_ = f.cn.c.SetReadDeadline(time.Now().Add(replyTimeout))
+		}
+		line, err := f.cn.r.ReadSlice('\n')
+		switch {
+		case err != nil:
+			f.fail(fmt.Errorf("restoring %q on %s: failed to read a reply from %s: %w", c.name(i), f.cn.addr, f.cn.addr, err))
+		case line[0] == '-' && refusedPayload(string(line)):
+			f.fail(fmt.Errorf("%w: restoring %q on %s: %s", ErrIncompatible, c.name(i), f.cn.addr, bytes.TrimRight(line[1:], "\r\n")))
+		case line[0] == '-':
+			f.fail(fmt.Errorf("restoring %q on %s: %s", c.name(i), f.cn.addr, bytes.TrimRight(line[1:], "\r\n")))
+		default:
+			continue
+		}
+		return i
+	}
+	return c.keys()
+}
+
+// fail records the feed's first failure and closes the connection: the other side's
+// next read or write fails at once, and senders waiting for room are woken.
+func (f *masterFeed) fail(err error) {
+	f.mu.Lock()
+	if !f.failed.Load() {
+		f.err = err
+		f.failed.Store(true)
+	}
+	f.room.Broadcast()
+	f.mu.Unlock()
+	f.cn.Close()
+}
+
+// close waits for every queued chunk to be sent and answered (no source sends any more)
+// and closes the connection; it returns the first failure.
+func (f *masterFeed) close() error {
+	close(f.queue)
+	<-f.done
+	f.cn.Close()
+	if f.failed.Load() {
+		return f.err
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"hash/crc64"
 	"os"
 	"path/filepath"
 	"strings"
@@ -220,4 +221,26 @@ func oneNodeCluster(t *testing.T, cfg redistest.Config) (*redistest.Server, *gor
 	}
 	waitOK(t, c)
 	return srv, c
+}
+
+// TestCRC64IsRedis: Redis' own test vector (crc64.c: "123456789" gives e9c6d914c4b8d9ca),
+// and the slicing agrees with hash/crc64 byte by byte at every length and split.
+func TestCRC64IsRedis(t *testing.T) {
+	if got := CRC64(0, []byte("123456789")); got != 0xe9c6d914c4b8d9ca {
+		t.Fatalf("CRC64(123456789) = %x", got)
+	}
+	tab := crc64.MakeTable(0x95ac9329ac4bc9b5)
+	b := make([]byte, 5000)
+	for i := range b {
+		b[i] = byte(i*7 + i/13)
+	}
+	for n := 0; n < len(b); n += 1 + n/7 {
+		want := ^crc64.Update(^uint64(0), tab, b[:n])
+		if got := CRC64(0, b[:n]); got != want {
+			t.Fatalf("%d bytes: %x, want %x", n, got, want)
+		}
+		if got := CRC64(CRC64(0, b[:n/3]), b[n/3:n]); got != want {
+			t.Fatalf("%d bytes in two: %x, want %x", n, got, want)
+		}
+	}
 }

@@ -17,9 +17,10 @@ type parser struct {
 	crc uint64
 	// valkey is the file's magic: it decides what value types 22 to 25 are.
 	valkey bool
-	// capture, when not nil, receives every byte read (a value's raw encoding).
-	capture *[]byte
-	scratch []byte
+	// captured receives every byte read while capturing is set (a value's raw encoding).
+	capturing bool
+	captured  []byte
+	scratch   []byte
 }
 
 func (p *parser) readFull(n int) ([]byte, error) {
@@ -34,8 +35,8 @@ func (p *parser) readFull(n int) ([]byte, error) {
 		return nil, err
 	}
 	p.crc = CRC64(p.crc, b)
-	if p.capture != nil {
-		*p.capture = append(*p.capture, b...)
+	if p.capturing {
+		p.captured = append(p.captured, b...)
 	}
 	return b, nil
 }
@@ -99,6 +100,41 @@ func (p *parser) plainLength() (int, error) {
 // str reads a string; with decode false it only moves past it (its bytes still reach a
 // capture) and returns nil.
 func (p *parser) str(decode bool) ([]byte, error) {
+	if !decode {
+		return nil, p.skipStr()
+	}
+	return p.strInto(nil)
+}
+
+func (p *parser) skipStr() error {
+	n, enc, err := p.length()
+	switch {
+	case err != nil:
+		return err
+	case !enc && n > 1<<40:
+		return fmt.Errorf("string length %d too large", n)
+	case !enc:
+		_, err = p.readFull(int(n))
+		return err
+	case n <= 2:
+		_, err = p.readFull(1 << n)
+		return err
+	case n == lenEncodedString:
+		clen, err := p.plainLength()
+		if err == nil {
+			_, err = p.plainLength()
+		}
+		if err == nil {
+			_, err = p.readFull(clen)
+		}
+		return err
+	}
+	return fmt.Errorf("unknown string encoding %d", n)
+}
+
+// strInto reads a string, decoded, into dst's space (dst[:0], grown when short): a key
+// read into the same buffer each time costs no allocation.
+func (p *parser) strInto(dst []byte) ([]byte, error) {
 	n, enc, err := p.length()
 	if err != nil {
 		return nil, err
@@ -108,28 +144,18 @@ func (p *parser) str(decode bool) ([]byte, error) {
 			return nil, fmt.Errorf("string length %d too large", n)
 		}
 		b, err := p.readFull(int(n))
-		if err != nil || !decode {
+		if err != nil {
 			return nil, err
 		}
-		return append([]byte(nil), b...), nil
+		return append(dst[:0], b...), nil
 	}
 	switch n {
 	case 0, 1, 2:
-		size := 1 << n
-		b, err := p.readFull(size)
-		if err != nil || !decode {
+		b, err := p.readFull(1 << n)
+		if err != nil {
 			return nil, err
 		}
-		var v int64
-		switch size {
-		case 1:
-			v = int64(int8(b[0]))
-		case 2:
-			v = int64(int16(binary.LittleEndian.Uint16(b)))
-		default:
-			v = int64(int32(binary.LittleEndian.Uint32(b)))
-		}
-		return strconv.AppendInt(nil, v, 10), nil
+		return strconv.AppendInt(dst[:0], intEncoded(b), 10), nil
 	case lenEncodedString:
 		clen, err := p.plainLength()
 		if err != nil {
@@ -140,12 +166,23 @@ func (p *parser) str(decode bool) ([]byte, error) {
 			return nil, err
 		}
 		b, err := p.readFull(clen)
-		if err != nil || !decode {
+		if err != nil {
 			return nil, err
 		}
-		return lzfDecompress(b, ulen)
+		return lzfDecompress(b, ulen, dst)
 	}
 	return nil, fmt.Errorf("unknown string encoding %d", n)
+}
+
+// intEncoded is the integer of an RDB integer-encoded string of 1, 2 or 4 bytes.
+func intEncoded(b []byte) int64 {
+	switch len(b) {
+	case 1:
+		return int64(int8(b[0]))
+	case 2:
+		return int64(int16(binary.LittleEndian.Uint16(b)))
+	}
+	return int64(int32(binary.LittleEndian.Uint32(b)))
 }
 
 func (p *parser) skipStrings(n int) error {

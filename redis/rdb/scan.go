@@ -122,15 +122,17 @@ func (p *parser) expiry(op byte, e *Entry) error {
 // buf (reused from key to key), and returns buf.
 func (p *parser) readKey(t byte, e *Entry, buf []byte) ([]byte, error) {
 	e.Type = t
-	key, err := p.str(true)
+	// The key is read into the previous key's space: an Entry's slices are only valid
+	// during the callback.
+	key, err := p.strInto(e.Key)
 	if err != nil {
 		return buf, fmt.Errorf("failed to read a key: %w", err)
 	}
 	e.Key = key
 	buf = buf[:0]
-	p.capture = &buf
+	p.captured, p.capturing = buf, true
 	err = p.skipValue(t)
-	p.capture = nil
+	buf, p.captured, p.capturing = p.captured, nil, false
 	if err != nil {
 		return buf, fmt.Errorf("failed to read the value of %q (type %d): %w", key, t, err)
 	}

@@ -10,8 +10,13 @@ import (
 
 // Strings as the client wrote them: LZF and the integer encodings decoded.
 
-func lzfDecompress(in []byte, outLen int) ([]byte, error) {
-	out := make([]byte, 0, outLen)
+// lzfDecompress decompresses in, outLen bytes, into dst's space (dst[:0], grown when
+// short).
+func lzfDecompress(in []byte, outLen int, dst []byte) ([]byte, error) {
+	out := dst[:0]
+	if cap(out) < outLen {
+		out = make([]byte, 0, outLen)
+	}
 	i := 0
 	for i < len(in) {
 		ctrl := int(in[i])
@@ -56,7 +61,12 @@ const TypeString = typeString
 
 // StringValue is the value of a string key (Type TypeString) as the client wrote it: the
 // RDB string decoded (integer encodings to their decimal text, LZF decompressed).
-func (e *Entry) StringValue() ([]byte, error) {
+func (e *Entry) StringValue() ([]byte, error) { return e.StringValueBuf(nil) }
+
+// StringValueBuf is StringValue decoding an integer or LZF-compressed string into buf's
+// space (reused when large enough) instead of a new slice: the result may share memory
+// with buf or with e.Value.
+func (e *Entry) StringValueBuf(buf []byte) ([]byte, error) {
 	if e.Type != typeString {
 		return nil, fmt.Errorf("value type %d is not a string", e.Type)
 	}
@@ -75,7 +85,7 @@ func (e *Entry) StringValue() ([]byte, error) {
 		}
 		return rest, nil
 	}
-	return encodedString(b, n, i)
+	return encodedString(b, n, i, buf)
 }
 
 // lengthAt reads an RDB length at b[i:] (as parser.length does from the file); encoded
@@ -107,20 +117,12 @@ func lengthAt(b []byte, i int) (n uint64, encoded bool, next int, err error) {
 // encodedString decodes the string b holds in special encoding enc, whose data starts at
 // b[i:]: an integer of 1, 2 or 4 bytes, or LZF (compressed and plain lengths, then the
 // compressed bytes).
-func encodedString(b []byte, enc uint64, i int) ([]byte, error) {
+func encodedString(b []byte, enc uint64, i int, dst []byte) ([]byte, error) {
 	rest := b[i:]
 	switch enc {
-	case 0:
-		if len(rest) == 1 {
-			return strconv.AppendInt(nil, int64(int8(rest[0])), 10), nil
-		}
-	case 1:
-		if len(rest) == 2 {
-			return strconv.AppendInt(nil, int64(int16(binary.LittleEndian.Uint16(rest))), 10), nil
-		}
-	case 2:
-		if len(rest) == 4 {
-			return strconv.AppendInt(nil, int64(int32(binary.LittleEndian.Uint32(rest))), 10), nil
+	case 0, 1, 2:
+		if len(rest) == 1<<enc {
+			return strconv.AppendInt(dst[:0], intEncoded(rest), 10), nil
 		}
 	case lenEncodedString:
 		clen, cenc, j, err := lengthAt(b, i)
@@ -131,7 +133,7 @@ func encodedString(b []byte, enc uint64, i int) ([]byte, error) {
 		if err != nil || uenc || uint64(len(b)-k) != clen || ulen > 1<<40 {
 			return nil, fmt.Errorf("bad LZF lengths: %v", err)
 		}
-		return lzfDecompress(b[k:], int(ulen))
+		return lzfDecompress(b[k:], int(ulen), dst)
 	}
 	return nil, fmt.Errorf("bad string encoding %d", enc)
 }

@@ -105,3 +105,6 @@ func (s *S3Server) Stop() {
 	}
 	<-s.exited
 }
+
+// PID is the server's process id (a benchmark reads its CPU time from /proc).
+func (s *S3Server) PID() int { return s.cmd.Process.Pid }

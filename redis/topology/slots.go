@@ -205,15 +205,38 @@ func SplitSlots(n int) []SlotRange {
 
 // KeySlot is Redis Cluster's hash slot of key: CRC16 (XMODEM) of the key, or of its hash
 // tag (the part between the first "{" and the next "}", when not empty), modulo 16384.
-func KeySlot(key string) int {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
+func KeySlot(key string) int { return keySlot(key) }
+
+// KeySlotBytes is KeySlot of a key held as bytes, without copying it to a string (a
+// restore computes it for every key it reads).
+func KeySlotBytes(key []byte) int { return keySlot(key) }
+
+func keySlot[K string | []byte](key K) int {
+	for i := 0; i < len(key); i++ {
+		if key[i] != '{' {
+			continue
 		}
+		for j := i + 1; j < len(key); j++ {
+			if key[j] == '}' {
+				if j > i+1 {
+					key = key[i+1 : j]
+				}
+				break
+			}
+		}
+		break
 	}
 	var crc uint16
-	for _, b := range []byte(key) {
-		crc ^= uint16(b) << 8
+	for i := 0; i < len(key); i++ {
+		crc = crc<<8 ^ crc16Table[byte(crc>>8)^key[i]]
+	}
+	return int(crc) % SlotCount
+}
+
+// crc16Table is CRC16/XMODEM (polynomial 0x1021) a byte at a time.
+var crc16Table = func() (t [256]uint16) {
+	for b := range t {
+		crc := uint16(b) << 8
 		for k := 0; k < 8; k++ {
 			if crc&0x8000 != 0 {
 				crc = crc<<1 ^ 0x1021
@@ -221,6 +244,7 @@ func KeySlot(key string) int {
 				crc <<= 1
 			}
 		}
+		t[b] = crc
 	}
-	return int(crc) % SlotCount
-}
+	return t
+}()

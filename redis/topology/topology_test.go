@@ -236,3 +236,20 @@ func TestOpenSlotsAreMastersOnly(t *testing.T) {
 		t.Errorf("a master's IMPORTING not counted: open %d", st.OpenSlots())
 	}
 }
+
+// TestKeySlotMatchesRedis: slots CLUSTER KEYSLOT gives (Redis 7.0), hash tags included,
+// and the bytes form agrees with the string form.
+func TestKeySlotMatchesRedis(t *testing.T) {
+	for key, want := range map[string]int{
+		"foo": 12182, "bar": 5061, "hello": 866, "k:0": 14231, "{user1000}.following": 3443,
+		"{user1000}.followers": 3443, "{}foo": 9500, "foo{}{bar}": 8363, "foo{{bar}}zap": 4015,
+		"foo{bar}{zap}": 5061, "": 0,
+	} {
+		if got := KeySlot(key); got != want {
+			t.Errorf("KeySlot(%q) = %d, want %d", key, got, want)
+		}
+		if got := KeySlotBytes([]byte(key)); got != want {
+			t.Errorf("KeySlotBytes(%q) = %d, want %d", key, got, want)
+		}
+	}
+}

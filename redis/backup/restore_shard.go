@@ -1,0 +1,146 @@
+package backup
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/hc-middleware/redis-cluster-operator/redis/rdb"
+	"github.com/hc-middleware/redis-cluster-operator/redis/topology"
+)
+
+// restoreOne writes the keys of one RDB file (shardRestore.entry for each), then reads
+// the file to its end. An error of the file's content is ErrIncompatible; one of the
+// source or of a master is not.
+func restoreOne(ctx context.Context, t RestoreTarget, r io.Reader, owners []string, feeds map[string]*masterFeed, h *hold, p *Progress) (err error) {
+	sr := &shardRestore{ctx: ctx, replace: t.Replace, owners: owners, feeds: feeds, h: h, p: p, chunks: map[string]*chunk{}}
+	src := &sourceReader{r: r}
+	var stopped error // the callback's own error, if it stopped the scan
+	_, err = rdb.Scan(src, func(e *rdb.Entry) error {
+		stopped = sr.entry(e)
+		return stopped
+	})
+	if err == nil {
+		err = sr.sendAll()
+	}
+	if err == nil {
+		// The RDB ends at its own checksum; read the object to its end so a source that
+		// checks the whole object (VerifyingReader) does.
+		_, err = io.Copy(io.Discard, src)
+	}
+	switch {
+	case err == nil, stopped != nil, src.err != nil:
+		return err
+	default:
+		return fmt.Errorf("%w: %w", ErrIncompatible, err)
+	}
+}
+
+// shardRestore is the restore of one RDB file: the chunk it is filling for each master.
+type shardRestore struct {
+	ctx     context.Context
+	replace bool
+	owners  []string
+	feeds   map[string]*masterFeed
+	h       *hold
+	p       *Progress
+	chunks  map[string]*chunk
+	value   []byte // a string's value, decoded (reused)
+	n       int
+}
+
+// entry sends one key of the file to the master owning its slot.
+func (sr *shardRestore) entry(e *rdb.Entry) error {
+	if e.DB != 0 {
+		return fmt.Errorf("%w: key %q is in database %d; a cluster has only database 0", ErrIncompatible, e.Key, e.DB)
+	}
+	if sr.n++; sr.n%1024 == 0 {
+		// A master whose keys are rare would have them wait in their chunk for long: send
+		// every chunk now and then.
+		if err := sr.ctx.Err(); err != nil {
+			return err
+		}
+		if err := sr.sendAll(); err != nil {
+			return err
+		}
+	}
+	if e.ExpireAtMs != 0 && e.ExpireAtMs <= time.Now().UnixMilli() {
+		sr.p.Expired.Add(1)
+		return nil
+	}
+	addr := sr.owners[topology.KeySlotBytes(e.Key)]
+	f := sr.feeds[addr]
+	if f.failed.Load() {
+		return f.err
+	}
+	if len(e.Value) > payloadRate {
+		sr.h.cover(sr.ctx, len(e.Value))
+	}
+	if c := sr.chunks[addr]; len(e.Value) >= bigValue && c != nil && c.keys() > 0 {
+		// A big value travels alone.
+		if err := sr.send(addr); err != nil {
+			return err
+		}
+	}
+	c := sr.chunks[addr]
+	if c == nil {
+		c = f.newChunk()
+		sr.chunks[addr] = c
+	}
+	if err := sr.encode(c, e); err != nil {
+		return err
+	}
+	if c.full() {
+		return sr.send(addr)
+	}
+	return nil
+}
+
+// encode writes e into c: a string as SET key value [PXAT expiry], which costs a master
+// less than half what RESTORE of the same key does (4 µs a call against 9 to 10 µs,
+// measured on Redis 7.0 by bench/backup -local) and leaves the same key, expiry and
+// encoding; any other type as RESTORE key expiry payload ABSTTL [REPLACE], the value as the
+// backup encoded it. The cluster was found empty first (or Replace allows overwriting),
+// so SET's overwriting is RESTORE … REPLACE's.
+func (sr *shardRestore) encode(c *chunk, e *rdb.Entry) error {
+	if e.Type != rdb.TypeString {
+		c.restore(e, e.DumpPayload(e.Version), sr.replace)
+		return nil
+	}
+	v, err := e.StringValueBuf(sr.value)
+	if err != nil {
+		return fmt.Errorf("key %q: %w", e.Key, err)
+	}
+	if !sameArray(v, e.Value) {
+		sr.value = v[:0] // a decoded value's space, kept for the next
+	}
+	c.set(e, v)
+	return nil
+}
+
+// send hands the chunk for addr to its feed.
+func (sr *shardRestore) send(addr string) error {
+	c := sr.chunks[addr]
+	delete(sr.chunks, addr)
+	return sr.feeds[addr].send(c)
+}
+
+// sendAll sends every chunk that holds a key.
+func (sr *shardRestore) sendAll() error {
+	for addr, c := range sr.chunks {
+		if c.keys() == 0 {
+			continue
+		}
+		if err := sr.send(addr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sameArray says whether a and b are slices of one array (a string's value as the file
+// holds it is a slice of the entry's, which the parser reuses).
+func sameArray(a, b []byte) bool {
+	return cap(a) > 0 && cap(b) > 0 && &a[:cap(a)][cap(a)-1] == &b[:cap(b)][cap(b)-1]
+}
