@@ -104,6 +104,11 @@ type redisError string
 
 func (e redisError) Error() string { return string(e) }
 
+// maxBulk is the longest bulk reply the cut reads (INFO, CLUSTER NODES: a few hundred
+// KB at most); a longer announced length is a broken or hostile server, not a buffer to
+// allocate.
+const maxBulk = 64 << 20
+
 // reply reads one reply: a simple string, an integer or a bulk string as text; an error
 // reply as a redisError. Arrays are not needed here.
 func (cn *conn) reply() (string, error) {
@@ -122,7 +127,7 @@ func (cn *conn) reply() (string, error) {
 		return "", redisError(line[1:])
 	case '$':
 		n, err := strconv.Atoi(line[1:])
-		if err != nil {
+		if err != nil || n > maxBulk {
 			return "", fmt.Errorf("bad bulk length from %s: %q", cn.addr, line)
 		}
 		if n < 0 {
@@ -154,7 +159,7 @@ func (cn *conn) config(name string) (string, error) {
 		return "", fmt.Errorf("unexpected reply to CONFIG GET from %s: %q", cn.addr, line)
 	}
 	n, err := strconv.Atoi(line[1:])
-	if err != nil {
+	if err != nil || n < 0 || n > 2 { // one parameter asked: its name and value
 		return "", fmt.Errorf("bad array length from %s: %q", cn.addr, line)
 	}
 	vals := make([]string, n)

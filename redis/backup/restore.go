@@ -33,8 +33,8 @@ type RestoreTarget struct {
 	// Replace allows a cluster that already holds keys (RESTORE … REPLACE); without it a
 	// cluster with any key is refused before anything is written.
 	Replace bool
-	// InFlight bounds the keys sent to one master on one connection whose replies have
-	// not been read yet (default 10,000).
+	// InFlight is about how many keys sent to one master may wait for their replies
+	// (default 10,000; rounded to whole chunks of up to 512 keys, at least 3 of them).
 	InFlight int
 }
 

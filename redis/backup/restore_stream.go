@@ -1,6 +1,7 @@
 package backup
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -40,14 +41,19 @@ type masterFeed struct {
 // operator restores into clusters of any size.
 const feedBytes = 2 << 20
 
-// replyTimeout bounds the wait for one reply (a RESTORE of a big key takes a while) and
-// for one write.
-const replyTimeout = time.Minute
+// replyTimeout bounds each wait for a master's replies on the socket (a RESTORE of a big
+// key takes a while) and each write.
+var replyTimeout = time.Minute // a variable for tests
 
 func openFeed(ctx context.Context, t RestoreTarget, addr string, p *Progress) (*masterFeed, error) {
 	cn, err := t.dial(ctx, addr)
 	if err != nil {
 		return nil, err
+	}
+	if cn.r.Buffered() == 0 { // the handshake's replies are all read
+		// Every read of the socket waits replyTimeout at most, wherever a reply stops
+		// in the buffer.
+		cn.r = bufio.NewReaderSize(waitBounded{cn.c}, 1<<20)
 	}
 	// At most InFlight keys unanswered: the chunks sent and queued for the reader, and the
 	// one it reads.
@@ -65,6 +71,15 @@ func openFeed(ctx context.Context, t RestoreTarget, addr string, p *Progress) (*
 		}
 	}()
 	return f, nil
+}
+
+// waitBounded reads a connection with a fresh deadline for each read of the socket: a
+// reply split across reads waits replyTimeout at most for each part, not for the sum.
+type waitBounded struct{ c net.Conn }
+
+func (w waitBounded) Read(p []byte) (int, error) {
+	_ = w.c.SetReadDeadline(time.Now().Add(replyTimeout))
+	return w.c.Read(p)
 }
 
 // newChunk is an empty chunk, a recycled one when there is.
@@ -168,11 +183,6 @@ func (f *masterFeed) read() {
 // the first failure.
 func (f *masterFeed) answers(c *chunk) int {
 	for i := 0; i < c.keys(); i++ {
-		if f.cn.r.Buffered() == 0 {
-			// The deadline bounds a wait on the connection, which only a read of the
-			// socket does.
-			_ = f.cn.c.SetReadDeadline(time.Now().Add(replyTimeout))
-		}
 		line, err := f.cn.r.ReadSlice('\n')
 		switch {
 		case err != nil:
