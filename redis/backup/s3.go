@@ -29,10 +29,15 @@ type S3 struct {
 	SecretKey string
 	// TLS is used for an https endpoint (a CA of the user's); nil: the system's roots.
 	TLS *tls.Config
-	// PartSize is the size of each uploaded part (default 16 MiB; S3 wants at least 5 MiB
-	// for all parts but the last).
+	// PartSize is the size of the first parts uploaded (default 8 MiB; S3 wants at least
+	// 5 MiB for all parts but the last); a large object's later parts grow (partSizeAt).
 	PartSize int
-	client   *http.Client
+	// PartsInFlight is how many parts of one upload may be sent at once while the next is
+	// read (default 2): a store gives each connection limited bandwidth.
+	PartsInFlight int
+	// parts is the pool the parts are read into; nil: the process's (uploadBuffers).
+	parts  *partPool
+	client *http.Client
 	// stream reads objects (Get): no bound on the whole exchange, which a large object
 	// would outlast, but on the wait for the answer's headers and (getIdle) between reads.
 	stream *http.Client
@@ -77,6 +82,16 @@ func (s *S3) do(ctx context.Context, method, bucket, key string, query url.Value
 }
 
 func (s *S3) send(ctx context.Context, hc *http.Client, method, bucket, key string, query url.Values, body []byte) (*http.Response, error) {
+	var chunks [][]byte
+	if body != nil {
+		chunks = [][]byte{body}
+	}
+	return s.sendChunks(ctx, hc, method, bucket, key, query, chunks)
+}
+
+// sendChunks sends one signed request whose body is chunks in order (a part read into
+// buffers of the pool); none: no body.
+func (s *S3) sendChunks(ctx context.Context, hc *http.Client, method, bucket, key string, query url.Values, chunks [][]byte) (*http.Response, error) {
 	u, err := url.Parse(strings.TrimRight(s.Endpoint, "/"))
 	if err != nil {
 		return nil, fmt.Errorf("bad S3 endpoint %q: %w", s.Endpoint, err)
@@ -87,17 +102,21 @@ func (s *S3) send(ctx context.Context, hc *http.Client, method, bucket, key stri
 	}
 	u.Path = path
 	u.RawQuery = canonicalQuery(query)
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
 	if err != nil {
 		return nil, err
 	}
-	req.ContentLength = int64(len(body))
-	sum := sha256.Sum256(body)
-	s.sign(req, hex.EncodeToString(sum[:]), time.Now().UTC())
+	sum := sha256.New()
+	for _, c := range chunks {
+		sum.Write(c)
+		req.ContentLength += int64(len(c))
+	}
+	if req.ContentLength > 0 { // an empty body stays none: not sent chunked
+		// GetBody: the transport may send the body again (a connection closed under it).
+		req.GetBody = func() (io.ReadCloser, error) { return chunksReader(chunks), nil }
+		req.Body, _ = req.GetBody()
+	}
+	s.sign(req, hex.EncodeToString(sum.Sum(nil)), time.Now().UTC())
 	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("S3 %s %s: %w", method, path, err)
@@ -113,6 +132,14 @@ func (s *S3) send(ctx context.Context, hc *http.Client, method, bucket, key stri
 		return nil, e
 	}
 	return resp, nil
+}
+
+func chunksReader(chunks [][]byte) io.ReadCloser {
+	rs := make([]io.Reader, len(chunks))
+	for i, c := range chunks {
+		rs[i] = bytes.NewReader(c)
+	}
+	return io.NopCloser(io.MultiReader(rs...))
 }
 
 func canonicalQuery(q url.Values) string {

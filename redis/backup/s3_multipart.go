@@ -8,12 +8,14 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 )
 
-// Put uploads r as the object key with a multipart upload (parts of PartSize), and
-// returns its size and SHA-256. A failure aborts the upload: no partial object is left.
+// Put uploads r as the object key with a multipart upload (parts from PartSize, several
+// sent at once, see sendParts), and returns its size and SHA-256. A failure aborts the upload: no partial object is left.
 func (s *S3) Put(ctx context.Context, bucket, key string, r io.Reader, progress func(n int64)) (Uploaded, error) {
 	u, err := s.startUpload(ctx, bucket, key)
 	if err != nil {
@@ -69,38 +71,135 @@ func (u *multipart) abort(ctx context.Context) {
 	}
 }
 
-// sendParts uploads r in parts of PartSize (default 16 MiB), adding each to whole; a
-// failure aborts the upload.
+// sendParts uploads r in parts (sizes by partSizeAt), reading the next part while up to
+// PartsInFlight earlier ones are sent, so the source (a master's fork writing into its
+// socket) is not left waiting on the store. whole gets the bytes in order. A failure (a
+// read, a part, ctx) aborts the upload: no part is left behind.
 func (u *multipart) sendParts(ctx context.Context, r io.Reader, whole *digest, progress func(n int64)) ([]part, error) {
-	partSize := u.s3.PartSize
-	if partSize == 0 {
-		partSize = 16 << 20
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	inFlight := u.s3.PartsInFlight
+	if inFlight <= 0 {
+		inFlight = 2
 	}
-	var parts []part
-	buf := make([]byte, partSize)
+	f := &flight{slots: make(chan struct{}, inFlight), progress: progress, cancel: cancel}
+	err := u.readParts(ctx, r, whole, f)
+	if err != nil {
+		cancel(err)
+	}
+	f.sending.Wait()
+	if err == nil {
+		err = f.err
+	}
+	if err != nil {
+		u.abort(ctx)
+		return nil, err
+	}
+	slices.SortFunc(f.parts, func(a, b part) int { return a.Number - b.Number })
+	return f.parts, nil
+}
+
+// readParts reads r part by part into buffers of the pool, and starts sending each.
+func (u *multipart) readParts(ctx context.Context, r io.Reader, whole *digest, f *flight) error {
+	pool := u.s3.parts
+	if pool == nil {
+		pool = uploadBuffers
+	}
+	base := u.s3.PartSize
+	if base == 0 {
+		base = partBufferSize
+	}
 	for n := 1; ; n++ {
-		got, rerr := io.ReadFull(r, buf)
-		if rerr != nil && rerr != io.ErrUnexpectedEOF && rerr != io.EOF {
-			u.abort(ctx)
-			return nil, fmt.Errorf("reading %s: %w", u.key, rerr)
+		if ctx.Err() != nil { // a part failed, or the caller gave up: read no more
+			return context.Cause(ctx)
 		}
-		if got == 0 && n > 1 {
-			return parts, nil
+		select { // a slot first: a part waiting for one holds no buffer
+		case f.slots <- struct{}{}:
+		case <-ctx.Done():
+			return context.Cause(ctx)
 		}
-		whole.Write(buf[:got])
-		resp, err := u.s3.do(ctx, http.MethodPut, u.bucket, u.key, url.Values{"partNumber": {strconv.Itoa(n)}, "uploadId": {u.id}}, buf[:got])
+		want := partSizeAt(n, base, pool.capacity())
+		bufs, err := pool.acquire(ctx, want)
 		if err != nil {
-			u.abort(ctx)
-			return nil, err
+			<-f.slots
+			return err
 		}
-		resp.Body.Close()
-		parts = append(parts, part{Number: n, ETag: resp.Header.Get("ETag")})
-		if progress != nil {
-			progress(int64(got))
+		chunks, size, end, err := readPart(r, bufs, want)
+		if err == nil && size > 0 && n > maxParts {
+			err = fmt.Errorf("larger than an upload holds (%d bytes in S3's %d parts)", maxObjectSize(base, pool.capacity()), maxParts)
 		}
-		if rerr != nil { // the last, short part
-			return parts, nil
+		if err != nil || (size == 0 && n > 1) {
+			pool.release(bufs)
+			<-f.slots
+			if err != nil {
+				return fmt.Errorf("reading %s: %w", u.key, err)
+			}
+			return nil
 		}
+		for _, c := range chunks {
+			whole.Write(c)
+		}
+		f.sending.Add(1)
+		go u.sendPart(ctx, f, pool, n, bufs, chunks, size)
+		if end {
+			return nil
+		}
+	}
+}
+
+// readPart reads up to size bytes of r into bufs: the chunks read, their size, and whether
+// r ended.
+func readPart(r io.Reader, bufs [][]byte, size int) ([][]byte, int, bool, error) {
+	var chunks [][]byte
+	got := 0
+	for _, b := range bufs {
+		want := min(len(b), size-got)
+		if want == 0 {
+			break
+		}
+		n, err := io.ReadFull(r, b[:want])
+		chunks = append(chunks, b[:n])
+		got += n
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return chunks, got, true, nil
+		}
+		if err != nil {
+			return nil, 0, false, err
+		}
+	}
+	return chunks, got, false, nil
+}
+
+// flight is the parts of one upload being sent.
+type flight struct {
+	slots    chan struct{} // one per part being read or sent (PartsInFlight)
+	sending  sync.WaitGroup
+	mu       sync.Mutex // guards parts, err, progress calls
+	parts    []part
+	err      error
+	progress func(n int64)
+	cancel   context.CancelCauseFunc
+}
+
+// sendPart sends part n (UploadPart) and gives its buffers and slot back.
+func (u *multipart) sendPart(ctx context.Context, f *flight, pool *partPool, n int, bufs, chunks [][]byte, size int) {
+	defer f.sending.Done()
+	defer func() { pool.release(bufs); <-f.slots }()
+	q := url.Values{"partNumber": {strconv.Itoa(n)}, "uploadId": {u.id}}
+	resp, err := u.s3.sendChunks(ctx, u.s3.http(), http.MethodPut, u.bucket, u.key, q, chunks)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err != nil {
+		if f.err == nil {
+			f.err = err
+			f.cancel(err) // the reader and the other parts stop
+		}
+		return
+	}
+	resp.Body.Close()
+	f.parts = append(f.parts, part{Number: n, ETag: resp.Header.Get("ETag")})
+	if f.progress != nil { // under mu: a caller's callback need not be safe for concurrent use
+		f.progress(int64(size))
 	}
 }
 
