@@ -293,23 +293,54 @@ func (r *Router) Load(ctx context.Context, prefix string, n int) error {
 		return err
 	}
 	for addr, keys := range byOwner {
-		c := r.client(addr)
-		for start := 0; start < len(keys); start += 1000 {
-			end := min(start+1000, len(keys))
-			if _, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
-				for _, k := range keys[start:end] {
-					p.Set(ctx, k, Value(k), 0)
-				}
-				return nil
-			}); err != nil {
-				return fmt.Errorf("failed to load keys on %s: %w", addr, err)
-			}
-		}
-		if err := c.Do(ctx, "wait", 1, 10000).Err(); err != nil {
-			return fmt.Errorf("failed to WAIT for the replica of %s: %w", addr, err)
+		if err := r.loadOne(ctx, addr, keys); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// loadOne writes keys to addr and waits for its replica, on one connection: WAIT counts
+// the writes of the connection it is sent on.
+func (r *Router) loadOne(ctx context.Context, addr string, keys []string) error {
+	c := r.client(addr).Conn(ctx)
+	defer c.Close()
+	for start := 0; start < len(keys); start += 1000 {
+		end := min(start+1000, len(keys))
+		if _, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, k := range keys[start:end] {
+				p.Set(ctx, k, Value(k), 0)
+			}
+			return nil
+		}); err != nil {
+			return fmt.Errorf("failed to load keys on %s: %w", addr, err)
+		}
+	}
+	if err := waitReplica(ctx, c); err != nil {
+		return fmt.Errorf("failed to WAIT for the replica of %s: %w", addr, err)
+	}
+	return nil
+}
+
+// waitReplica waits up to 30 s until a replica of c's server acknowledged every write
+// made on c: WAIT in steps of 1.5 s, under the client's 2 s read timeout (a replica that
+// reconnects, as after its master announced a new address, takes longer than that).
+func waitReplica(ctx context.Context, c *redis.Conn) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		cmd := redis.NewIntCmd(ctx, "wait", 1, 1500)
+		_ = c.Process(ctx, cmd)
+		n, err := cmd.Result()
+		if err == nil && n >= 1 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				err = fmt.Errorf("%d replicas acknowledged after 30s", n)
+			}
+			return err
+		}
+	}
 }
 
 func keyNames(prefix string, n int) []string {
