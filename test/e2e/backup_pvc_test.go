@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -171,66 +170,34 @@ spec: {clusterName: demo, pvc: {claimName: absent}}
 	}
 }
 
-// watchStoreLogs follows (kubectl logs -f) every store pod of ns from the moment it
-// appears until its container ends, so lines written just before the operator deletes the
-// pod are read too (a poll every 200 ms missed a backup's PUT lines once the upload took
-// well under a second); logs returns every line seen.
+// watchStoreLogs reads, every 200 ms until the test ends, the logs of the store pods of
+// ns with kubectl logs (they live only while used); logs returns every line seen.
 func watchStoreLogs(ctx context.Context, t *testing.T, ns string) (logs func() string) {
 	var mu sync.Mutex
+	seen := map[string]bool{}
 	var lines []string
-	add := func(out []byte) {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, l := range strings.Split(string(out), "\n") {
-			if l != "" {
-				lines = append(lines, l)
-			}
-		}
-	}
 	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	wg.Add(1)
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
 	go func() {
-		defer wg.Done()
-		following := map[string]bool{}
+		defer close(done)
 		for ctx.Err() == nil {
-			out, _ := stack.Kubectl("get", "pods", "-n", ns, "-l", redisv1alpha1.LabelName+"=redis-backup-store",
-				"-o", `jsonpath={range .items[*]}{.metadata.name}{"\n"}{end}`)
-			for _, pod := range strings.Fields(out) {
-				if !following[pod] {
-					following[pod] = true
-					wg.Add(1)
-					go func() { defer wg.Done(); followStoreLog(ctx, ns, pod, add) }()
+			out, _ := stack.Kubectl("logs", "-n", ns, "-l", redisv1alpha1.LabelName+"=redis-backup-store", "--tail=-1")
+			mu.Lock()
+			for _, l := range strings.Split(out, "\n") {
+				if l != "" && !seen[l] {
+					seen[l] = true
+					lines = append(lines, l)
 				}
 			}
-			time.Sleep(100 * time.Millisecond)
+			mu.Unlock()
+			time.Sleep(200 * time.Millisecond)
 		}
 	}()
 	return func() string {
 		mu.Lock()
 		defer mu.Unlock()
 		return strings.Join(lines, "\n")
-	}
-}
-
-// followStoreLog hands add the whole log of pod's store container: kubectl logs -f, tried
-// again while the container has not started, ends when the container does.
-func followStoreLog(ctx context.Context, ns, pod string, add func([]byte)) {
-	for ctx.Err() == nil {
-		cmd := exec.CommandContext(ctx, filepath.Join(stack.Root, "bin", "kubectl"), "--kubeconfig", stack.Kubeconfig,
-			"logs", "-f", "-n", ns, pod, "-c", "store")
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		add(out) // a stream cut short keeps what it read; a retry reads it again
-		if err == nil {
-			return
-		}
-		if strings.Contains(stderr.String(), "NotFound") {
-			return
-		}
-		time.Sleep(100 * time.Millisecond) // the container is still being created
 	}
 }
 
