@@ -82,7 +82,11 @@ spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
 	restoredByOperator(ctx, t, ns, "r5", 5)
 	storePodsGone(ctx, t, ns)
 	t.Logf("the store pods' logs, read with kubectl logs while they ran:\n%s", logs())
-	for _, want := range []string{"serving /backup on :8080", "PUT /objects/e2e/" + ns + "/topvc/shard-0.rdb: 200", "GET /objects/e2e/" + ns + "/topvc/shard-0.rdb: 200"} {
+	// The restore's store pod lives for the restore, long enough to be read; the backup's
+	// can live under a second once ready, and its log goes with it, so its PUT lines are
+	// not required here: the files on the volume, with the status' sizes and SHA-256
+	// (above), are what proves its uploads.
+	for _, want := range []string{"serving /backup on :8080", "GET /objects/e2e/" + ns + "/topvc/shard-0.rdb: 200"} {
 		if !strings.Contains(logs(), want) {
 			t.Errorf("the store pods' logs (kubectl logs) have no %q:\n%s", want, logs())
 		}
