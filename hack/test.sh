@@ -40,9 +40,10 @@ rm -f "$vet_log"
 go vet -tags e2e ./test/e2e/...
 
 step "Unit and envtest tests"
-# The Valkey 9.1 image's server runs under the redis package's atomic slot migration tests
-# (redistest.ImageServer); rebuilt only when its inputs changed.
-hack/devcluster/images.sh valkey-9.1
+# The newer servers' images run under the redis package's atomic slot migration tests and
+# the backup package's every-server tests (redistest.ServerBinary); built here, once, before
+# the packages run in parallel, and rebuilt only when their inputs changed.
+hack/devcluster/images.sh redis-8.0 valkey-8.1 valkey-9.1
 KUBEBUILDER_ASSETS=$ROOT/bin go test -race -count=1 ./...
 # The image builder's module is not under the root module's ./...
 (cd hack/devcluster/images && go vet ./imagebuild ./pause && go test -race -count=1 ./imagebuild)

@@ -56,6 +56,11 @@ WANT=("$@")
 [[ ${#WANT[@]} -gt 0 ]] || WANT=("${ALL[@]}")
 
 mkdir -p "$OUT"
+# One build at a time: `go test ./...` runs packages in parallel, and two of them may each find
+# the same archive missing (they share $OUT/NAME.tar.new and bin/apt). The second waits, then
+# finds the stamp current and builds nothing.
+exec 9>"$OUT/.lock"
+flock 9
 WORK=$(mktemp -d)
 chmod 755 "$WORK" # apt-get download writes as _apt
 trap 'rm -rf "$WORK"' EXIT
