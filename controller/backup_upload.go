@@ -33,10 +33,25 @@ type manifest struct {
 	Shards       []redisv1alpha1.BackupShard `json:"shards"`
 }
 
-// uploadCounters are an upload's running totals, which its progress reports read.
+// uploadCounters are an upload's running totals, which its progress reports read, and
+// when the slowest shard's first byte came and when its object was complete in the store (nanoseconds since the cut's
+// end), for the log line of a backup's end.
 type uploadCounters struct {
-	bytes, keys atomic.Int64
-	done        atomic.Int32
+	bytes, keys         atomic.Int64
+	done                atomic.Int32
+	firstByte, uploaded atomic.Int64
+	since               time.Time
+}
+
+// mark raises *latest to the time since the cut's end, if later.
+func (c *uploadCounters) mark(latest *atomic.Int64) {
+	d := int64(time.Since(c.since))
+	for {
+		old := latest.Load()
+		if d <= old || latest.CompareAndSwap(old, d) {
+			return
+		}
+	}
 }
 
 // upload streams every snapshot to the store in parallel, reading each through the RDB
@@ -46,7 +61,7 @@ type uploadCounters struct {
 // failure marks it Failed and deletes the objects it wrote.
 func (r *BackupReconciler) upload(ctx context.Context, b *redisv1alpha1.RedisClusterBackup, plan *backupPlan, cut *backup.Cut, snaps []*backup.Snapshot) {
 	defer r.running.Delete(b.UID)
-	var c uploadCounters
+	c := uploadCounters{since: cut.PauseEnded}
 	stop := make(chan struct{})
 	go r.reportUpload(ctx, b, &c, stop)
 	shards, versions, redisVersions, err := uploadShards(ctx, plan, snaps, &c)
@@ -68,6 +83,7 @@ func (r *BackupReconciler) upload(ctx context.Context, b *redisv1alpha1.RedisClu
 	}
 	r.releaseBackupStore(ctx, b)
 	now := metav1.Now()
+	written := time.Since(cut.PauseEnded)
 	uerr := r.updateStatus(ctx, b, func(st *redisv1alpha1.RedisClusterBackupStatus) {
 		st.Phase, st.Reason, st.Message = redisv1alpha1.BackupSucceeded, ReasonBackupSucceeded, ""
 		st.Shards, st.CompletedAt = shards, &now
@@ -79,6 +95,9 @@ func (r *BackupReconciler) upload(ctx context.Context, b *redisv1alpha1.RedisClu
 		log.FromContext(ctx).Error(uerr, "Failed to record a successful backup", "backup", b.Name)
 		return
 	}
+	log.FromContext(ctx).Info("Backup succeeded", "backup", b.Name, "keys", c.keys.Load(), "bytes", c.bytes.Load(),
+		"writePause", cut.Paused, "sinceCut", map[string]time.Duration{"slowestFirstByte": time.Duration(c.firstByte.Load()),
+			"slowestUploaded": time.Duration(c.uploaded.Load()), "manifestWritten": written, "statusWritten": time.Since(cut.PauseEnded)})
 	countBackupEnded(b, "succeeded")
 	b.Status.Phase, b.Status.CompletedAt, b.Status.Shards = redisv1alpha1.BackupSucceeded, &now, shards
 	b.Status.CutStartedAt = &metav1.MicroTime{Time: cut.PauseBegan}
@@ -141,6 +160,7 @@ func uploadShard(ctx context.Context, plan *backupPlan, i int, s *backup.Snapsho
 	if err := s.Open(2 * time.Minute); err != nil {
 		return redisv1alpha1.BackupShard{}, nil, err
 	}
+	c.mark(&c.firstByte)
 	pr, pw := io.Pipe()
 	var n int64
 	var hdr *rdb.Header
@@ -152,6 +172,7 @@ func uploadShard(ctx context.Context, plan *backupPlan, i int, s *backup.Snapsho
 		scanned <- err
 	}()
 	up, err := plan.store.Put(ctx, obj, io.TeeReader(s, pw), func(n int64) { c.bytes.Add(n) })
+	c.mark(&c.uploaded)
 	pw.Close()
 	serr := <-scanned
 	switch {

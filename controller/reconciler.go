@@ -72,6 +72,8 @@ type Reconciler struct {
 	ownImage sync.Mutex
 	// storeTokens are the store pods' tokens (storepod.go).
 	storeTokens storeTokens
+	// wakeups reconcile a cluster when work of its own goroutine ends (wake.go).
+	wakeups wakeups
 }
 
 // New builds the reconciler from the manager's clients.
@@ -85,6 +87,7 @@ func New(mgr manager.Manager, renderer *render.Renderer, opts Options) *Reconcil
 		redis:     newRedisClients(opts.RedisOptions),
 		now:       time.Now,
 		gc:        gcWhileMoving{percent: opts.MovingGCPercent},
+		wakeups:   make(wakeups, 64),
 	}
 }
 
@@ -114,6 +117,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&networkingv1.NetworkPolicy{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToCluster)).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.clustersNaming)).
+		WatchesRawSource(r.wakeups.source()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.MaxConcurrentReconciles}).
 		Complete(r)
 }

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
@@ -158,7 +159,11 @@ func (r *Reconciler) launchRestore(ctx context.Context, s *scope, st *redisv1alp
 	r.Recorder.Eventf(rc, corev1.EventTypeNormal, ReasonRestoreStarted, "Restoring backup %s (%d shards, %d keys, %d bytes, cut at %s) into %d masters, attempt %d",
 		b.Name, len(b.Status.Shards), total, size, cutTime(b), rc.Spec.Masters(), st.Attempts)
 	log.FromContext(ctx).Info("Restore starting", "backup", b.Name, "shards", len(b.Status.Shards), "keys", total, "attempt", st.Attempts)
-	go runRestore(runCtx, run, target, store, b.Status.Shards)
+	key := client.ObjectKeyFromObject(rc)
+	go func() {
+		runRestore(runCtx, run, target, store, b.Status.Shards)
+		r.wakeups.wake(key) // its end reaches the status now, not at the next requeue
+	}()
 	s.reason = fmt.Sprintf("Restoring backup %s: started", from.Backup)
 	return ctrl.Result{RequeueAfter: time.Second}
 }

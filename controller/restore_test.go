@@ -161,7 +161,8 @@ func TestRestoreFromBeforeRunning(t *testing.T) {
 	h.r.forgetRestore(key)
 
 	// Until the first attempt's keys are all written; then the operator "restarts"
-	// before recording it.
+	// before recording it. The attempt's end wakes the cluster's reconcile.
+	h.r.wakeups = make(wakeups, 1)
 	for i := 0; i < 40; i++ {
 		h.reconcile(rc)
 		got = get(t, rc)
@@ -182,6 +183,12 @@ func TestRestoreFromBeforeRunning(t *testing.T) {
 		t.Fatal("the restore did not finish")
 	}
 	g.Expect(run.err).NotTo(HaveOccurred())
+	select {
+	case ev := <-h.r.wakeups:
+		g.Expect(client.ObjectKeyFromObject(ev.Object)).To(Equal(key))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the restore's end woke no reconcile of its cluster")
+	}
 	h.r.forgetRestore(key)
 
 	// Restarted: the cluster holds the keys of the attempt cut short; the next attempt
