@@ -23,7 +23,30 @@ type parser struct {
 	scratch   []byte
 }
 
+// readFull reads the next n bytes through the CRC64 and the capture. What it returns is
+// valid until the next read: for n up to the buffer's size, it is the buffer itself (no
+// copy; the reader calls this for every field of every key), beyond it a scratch slice.
 func (p *parser) readFull(n int) ([]byte, error) {
+	if n > p.r.Size() {
+		return p.readLong(n)
+	}
+	b, err := p.r.Peek(n)
+	if len(b) < n {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	_, _ = p.r.Discard(n) // buffered: cannot fail
+	p.crc = CRC64(p.crc, b)
+	if p.capturing {
+		p.captured = append(p.captured, b...)
+	}
+	return b, nil
+}
+
+// readLong is readFull for more bytes than the buffer holds, into a scratch slice.
+func (p *parser) readLong(n int) ([]byte, error) {
 	if cap(p.scratch) < n {
 		p.scratch = make([]byte, n)
 	}
@@ -42,11 +65,18 @@ func (p *parser) readFull(n int) ([]byte, error) {
 }
 
 func (p *parser) byte() (byte, error) {
-	b, err := p.readFull(1)
+	v, err := p.r.ReadByte()
 	if err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
 		return 0, err
 	}
-	return b[0], nil
+	p.crc = jones[0][byte(p.crc)^v] ^ p.crc>>8
+	if p.capturing {
+		p.captured = append(p.captured, v)
+	}
+	return v, nil
 }
 
 // length reads an RDB length; encoded is true for a special string encoding (then the
