@@ -34,12 +34,14 @@ type manifest struct {
 }
 
 // uploadCounters are an upload's running totals, which its progress reports read, and
-// when the slowest shard's first byte came and when its object was complete in the store (nanoseconds since the cut's
+// when the slowest shard's first byte came, its last, and when its object was complete in
+// the store (nanoseconds since the cut's
 // end), for the log line of a backup's end.
 type uploadCounters struct {
 	bytes, keys         atomic.Int64
 	done                atomic.Int32
-	firstByte, uploaded atomic.Int64
+	firstByte, lastByte atomic.Int64
+	uploaded            atomic.Int64
 	since               time.Time
 }
 
@@ -97,6 +99,7 @@ func (r *BackupReconciler) upload(ctx context.Context, b *redisv1alpha1.RedisClu
 	}
 	log.FromContext(ctx).Info("Backup succeeded", "backup", b.Name, "keys", c.keys.Load(), "bytes", c.bytes.Load(),
 		"writePause", cut.Paused, "sinceCut", map[string]time.Duration{"slowestFirstByte": time.Duration(c.firstByte.Load()),
+			"slowestLastByte": time.Duration(c.lastByte.Load()),
 			"slowestUploaded": time.Duration(c.uploaded.Load()), "manifestWritten": written, "statusWritten": time.Since(cut.PauseEnded)})
 	countBackupEnded(b, "succeeded")
 	b.Status.Phase, b.Status.CompletedAt, b.Status.Shards = redisv1alpha1.BackupSucceeded, &now, shards
@@ -171,7 +174,7 @@ func uploadShard(ctx context.Context, plan *backupPlan, i int, s *backup.Snapsho
 		_, _ = io.Copy(io.Discard, pr)
 		scanned <- err
 	}()
-	up, err := plan.store.Put(ctx, obj, io.TeeReader(s, pw), func(n int64) { c.bytes.Add(n) })
+	up, err := plan.store.Put(ctx, obj, io.TeeReader(&untilEOF{r: s, eof: func() { c.mark(&c.lastByte) }}, pw), func(n int64) { c.bytes.Add(n) })
 	c.mark(&c.uploaded)
 	pw.Close()
 	serr := <-scanned
@@ -210,4 +213,20 @@ func (r *BackupReconciler) releaseBackupStore(ctx context.Context, b *redisv1alp
 	if err := r.releaseStore(ctx, b.Namespace, backupStorePod(b)); err != nil {
 		log.FromContext(ctx).Error(err, "Failed to delete the store pod", "backup", b.Name, "pod", backupStorePod(b))
 	}
+}
+
+// untilEOF reads r and calls eof once when r ends.
+type untilEOF struct {
+	r    io.Reader
+	eof  func()
+	seen bool
+}
+
+func (u *untilEOF) Read(p []byte) (int, error) {
+	n, err := u.r.Read(p)
+	if err == io.EOF && !u.seen {
+		u.seen = true
+		u.eof()
+	}
+	return n, err
 }

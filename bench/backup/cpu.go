@@ -1,10 +1,13 @@
 package main
 
 import (
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -16,7 +19,11 @@ import (
 // cpuUse is the CPU spent during one restore: by the restoring side (this process, with
 // the library; the redis-cli processes, for the reference), by the store serving the
 // objects (-local: versitygw), and by the target masters.
+// For a backup on the devcluster: the operator's process or the redis-cli processes
+// (client, named "operator" or "redis-cli"), and the store (versitygw); the masters' forks
+// write the same snapshots for both and are not counted.
 type cpuUse struct {
+	clientName             string // "restorer" when empty
 	client, store, servers time.Duration
 }
 
@@ -24,11 +31,18 @@ func (c cpuUse) String() string {
 	if c == (cpuUse{}) {
 		return ""
 	}
-	s := "  CPU: restorer " + c.client.Round(time.Millisecond).String()
+	name := c.clientName
+	if name == "" {
+		name = "restorer"
+	}
+	s := "  CPU: " + name + " " + c.client.Round(time.Millisecond).String()
 	if c.store > 0 {
 		s += ", store " + c.store.Round(time.Millisecond).String()
 	}
-	return s + ", masters " + c.servers.Round(time.Millisecond).String()
+	if c.servers > 0 {
+		s += ", masters " + c.servers.Round(time.Millisecond).String()
+	}
+	return s
 }
 
 // selfCPU is this process' user and system time so far.
@@ -76,4 +90,52 @@ func serversCPU(addrs []string, password string) time.Duration {
 		}
 	}
 	return time.Duration(total * float64(time.Second))
+}
+
+// childCPU sums the user and system time of child processes that ended.
+type childCPU struct {
+	mu  sync.Mutex
+	sum time.Duration
+}
+
+func (c *childCPU) add(ps *os.ProcessState) {
+	if ps == nil {
+		return
+	}
+	c.mu.Lock()
+	c.sum += ps.UserTime() + ps.SystemTime()
+	c.mu.Unlock()
+}
+
+func (c *childCPU) total() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sum
+}
+
+// profileOperator starts a 2 s CPU profile of the bench's operator, written to
+// prefix-NAME.prof; the returned wait waits for it. Nothing with prefix empty.
+func profileOperator(prefix, name string) (wait func() error) {
+	if prefix == "" {
+		return func() error { return nil }
+	}
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.Get("http://" + operatorPprof + "/debug/pprof/profile?seconds=2")
+		if err != nil {
+			done <- err
+			return
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(prefix + "-" + name + ".prof")
+		if err == nil {
+			_, err = io.Copy(f, resp.Body)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // the profile is running before the apply
+	return func() error { return <-done }
 }

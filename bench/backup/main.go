@@ -53,7 +53,13 @@ type config struct {
 	rounds         int
 	redisCli       string
 	inFlight       int
+	// operatorProfile: each operator backup's CPU profile of the operator is written to
+	// this path with -bN.prof appended (devcluster only).
+	operatorProfile string
 }
+
+// operatorPprof is where the bench's operator serves net/http/pprof (loopback only).
+const operatorPprof = "127.0.0.1:18091"
 
 func main() {
 	var cfg config
@@ -65,6 +71,7 @@ func main() {
 	local := flag.Bool("local", false, "redis-server processes on loopback and the operator's library, no devcluster")
 	flag.BoolVar(&showStats, "commandstats", false, "print each restore target's INFO commandstats of the commands it was sent (the server's own time per call)")
 	cpuProfile := flag.String("cpuprofile", "", "with -local, write a CPU profile of this program (the library runs in it) to this file")
+	flag.StringVar(&cfg.operatorProfile, "operator-cpuprofile", "", "on the devcluster, write a CPU profile of the operator during each of its backups (2 s from the apply) to this path + -bN.prof")
 	flag.Parse()
 	stopProfile := profile.StartCPU("bench/backup", *cpuProfile)
 	defer stopProfile()
@@ -77,13 +84,13 @@ func main() {
 		return
 	}
 	err := framework.WithCRD(context.Background(), func(s *framework.Stack) error {
-		op, err := s.StartOperator("--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0")
+		op, err := s.StartOperator("--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0", "--pprof-bind-address="+operatorPprof)
 		if err != nil {
 			return err
 		}
 		defer op.Stop()
 		fmt.Printf("devcluster: operator pid %d, logs in %s\n", op.PID(), op.Logs)
-		return run(context.Background(), s, cfg)
+		return run(context.Background(), s, cfg, op.PID())
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench/backup:", err)
@@ -120,7 +127,7 @@ func (f figures) String() string {
 	return s + f.cpu.String()
 }
 
-func run(ctx context.Context, s *framework.Stack, cfg config) error {
+func run(ctx context.Context, s *framework.Stack, cfg config, operatorPID int) error {
 	ns := fmt.Sprintf("bench-backup-%d", time.Now().Unix())
 	deleteNS, err := s.CreateNamespace(ctx, ns)
 	if err != nil {
@@ -164,9 +171,15 @@ stringData: {accessKeyID: %s, secretAccessKey: %s}
 		name := fmt.Sprintf("b%d", round)
 		for _, first := range []bool{round%2 == 0, round%2 == 1} {
 			if first {
+				op0, store0 := procCPU(operatorPID), procCPU(s3srv.PID())
+				profiled := profileOperator(cfg.operatorProfile, name)
 				if op, err = operatorBackup(ctx, s, r, ns, name, s3srv.Endpoint); err != nil {
 					return err
 				}
+				if err := profiled(); err != nil {
+					return err
+				}
+				op.cpu = cpuUse{clientName: "operator", client: procCPU(operatorPID) - op0, store: procCPU(s3srv.PID()) - store0}
 			} else {
 				masters, err := mastersOf(ctx, s.RouterFor(ns, "demo", ""))
 				if err != nil {
@@ -186,7 +199,7 @@ stringData: {accessKeyID: %s, secretAccessKey: %s}
 		var op, ref figures
 		for _, first := range []bool{round%2 == 0, round%2 == 1} {
 			if first {
-				if op, err = operatorRestore(ctx, s, ns, fmt.Sprintf("r%d", round), last); err != nil {
+				if op, err = operatorRestore(ctx, s, ns, fmt.Sprintf("r%d", round), last, operatorPID, s3srv.PID()); err != nil {
 					return err
 				}
 			} else if ref, err = cliRestore(ctx, s, ns, fmt.Sprintf("p%d", round), data, cfg); err != nil {
@@ -391,6 +404,7 @@ func cliBackup(ctx context.Context, r *framework.Router, masters []string, passw
 	began := time.Now()
 	errs := make([]error, len(masters))
 	var wg sync.WaitGroup
+	var cpus childCPU
 	for i, m := range masters {
 		wg.Add(1)
 		go func() {
@@ -401,12 +415,14 @@ func cliBackup(ctx context.Context, r *framework.Router, masters []string, passw
 			if out, err := cmd.CombinedOutput(); err != nil {
 				errs[i] = fmt.Errorf("redis-cli --rdb %s: %w: %s", m, err, out)
 			}
+			cpus.add(cmd.ProcessState)
 		}()
 	}
 	wg.Wait()
 	f.took = time.Since(began)
 	f.gap = w.TakeLongestGap()
 	w.Stop()
+	f.cpu = cpuUse{clientName: "redis-cli", client: cpus.total()}
 	for i, err := range errs {
 		if err != nil {
 			return f, err
@@ -471,7 +487,7 @@ const pollEvery = 20 * time.Millisecond
 
 // operatorRestore creates name (3 masters, no replicas) with spec.restoreFrom and times
 // the restore from startedAt appearing to completedAt appearing, polling every pollEvery.
-func operatorRestore(ctx context.Context, s *framework.Stack, ns, name, from string) (figures, error) {
+func operatorRestore(ctx context.Context, s *framework.Stack, ns, name, from string, operatorPID, storePID int) (figures, error) {
 	f := figures{method: "operator restore"}
 	c, err := typedClient(s)
 	if err != nil {
@@ -481,6 +497,7 @@ func operatorRestore(ctx context.Context, s *framework.Stack, ns, name, from str
 		return f, err
 	}
 	var began time.Time
+	var op0, store0 time.Duration
 	deadline := time.Now().Add(10 * time.Minute)
 	for {
 		var rc redisv1alpha1.RedisCluster
@@ -489,13 +506,14 @@ func operatorRestore(ctx context.Context, s *framework.Stack, ns, name, from str
 		}
 		st := rc.Status.Restore
 		if st != nil && st.StartedAt != nil && began.IsZero() {
-			began = time.Now()
+			began, op0, store0 = time.Now(), procCPU(operatorPID), procCPU(storePID)
 		}
 		if st != nil && st.CompletedAt != nil {
 			if began.IsZero() {
 				return f, fmt.Errorf("%s: the restore completed before it was seen started; poll faster", name)
 			}
 			f.took, f.keys, f.bytes = time.Since(began), st.Keys, st.Bytes
+			f.cpu = cpuUse{clientName: "operator", client: procCPU(operatorPID) - op0, store: procCPU(storePID) - store0}
 			if st.Attempts != 1 {
 				return f, fmt.Errorf("%s: %d attempts", name, st.Attempts)
 			}
