@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +26,8 @@ import (
 type cpuUse struct {
 	clientName             string // "restorer" when empty
 	client, store, servers time.Duration
+	// forks is the masters' snapshot children's (a backup's; INFO cpu's *_children).
+	forks time.Duration
 }
 
 func (c cpuUse) String() string {
@@ -41,6 +44,9 @@ func (c cpuUse) String() string {
 	}
 	if c.servers > 0 {
 		s += ", masters " + c.servers.Round(time.Millisecond).String()
+	}
+	if c.forks > 0 {
+		s += ", masters' forks " + c.forks.Round(time.Millisecond).String()
 	}
 	return s
 }
@@ -75,6 +81,18 @@ func procCPU(pid int) time.Duration {
 // serversCPU is the sum of the main threads' used_cpu_user and used_cpu_sys (INFO cpu) of
 // the nodes at addrs.
 func serversCPU(addrs []string, password string) time.Duration {
+	return infoCPU(addrs, password, "used_cpu_user", "used_cpu_sys")
+}
+
+// forksCPU is the sum of the CPU of the nodes' children that ended (their snapshots), after
+// half a second: a master counts a child's time once its cron has reaped it.
+func forksCPU(addrs []string, password string) time.Duration {
+	time.Sleep(500 * time.Millisecond)
+	return infoCPU(addrs, password, "used_cpu_user_children", "used_cpu_sys_children")
+}
+
+// infoCPU sums the fields of INFO cpu (seconds) of the nodes at addrs.
+func infoCPU(addrs []string, password string, fields ...string) time.Duration {
 	var total float64
 	for _, a := range addrs {
 		host, port, _ := strings.Cut(a, ":")
@@ -83,7 +101,7 @@ func serversCPU(addrs []string, password string) time.Duration {
 		out, _ := cmd.Output()
 		for _, l := range strings.Split(string(out), "\n") {
 			name, v, _ := strings.Cut(strings.TrimSpace(l), ":")
-			if name == "used_cpu_user" || name == "used_cpu_sys" {
+			if slices.Contains(fields, name) {
 				f, _ := strconv.ParseFloat(v, 64)
 				total += f
 			}

@@ -169,7 +169,12 @@ stringData: {accessKeyID: %s, secretAccessKey: %s}
 		// Backups: who goes first alternates.
 		var op, ref figures
 		name := fmt.Sprintf("b%d", round)
+		masters, err := mastersOf(ctx, s.RouterFor(ns, "demo", ""))
+		if err != nil {
+			return err
+		}
 		for _, first := range []bool{round%2 == 0, round%2 == 1} {
+			forks0 := forksCPU(masters, password)
 			if first {
 				op0, store0 := procCPU(operatorPID), procCPU(s3srv.PID())
 				profiled := profileOperator(cfg.operatorProfile, name)
@@ -180,14 +185,12 @@ stringData: {accessKeyID: %s, secretAccessKey: %s}
 					return err
 				}
 				op.cpu = cpuUse{clientName: "operator", client: procCPU(operatorPID) - op0, store: procCPU(s3srv.PID()) - store0}
+				op.cpu.forks = forksCPU(masters, password) - forks0
 			} else {
-				masters, err := mastersOf(ctx, s.RouterFor(ns, "demo", ""))
-				if err != nil {
-					return err
-				}
 				if ref, err = cliBackup(ctx, r, masters, password, tmp, cfg); err != nil {
 					return err
 				}
+				ref.cpu.forks = forksCPU(masters, password) - forks0
 			}
 		}
 		backups = append(backups, []figures{op, ref})
