@@ -7,6 +7,7 @@ import (
 	"hash/crc64"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -242,5 +243,33 @@ func TestCRC64IsRedis(t *testing.T) {
 		if got := CRC64(CRC64(0, b[:n/3]), b[n/3:n]); got != want {
 			t.Fatalf("%d bytes in two: %x, want %x", n, got, want)
 		}
+	}
+}
+
+// TestScanRefusesALengthTheFileDoesNotHold: a string whose length says 512 GiB in a file
+// of a few bytes, plain or as an LZF result, is refused, not allocated (the operator would
+// be killed for its memory, and a restore retried into the same death).
+func TestScanRefusesALengthTheFileDoesNotHold(t *testing.T) {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	before := m.TotalAlloc
+	file := []byte("REDIS0010")
+	file = append(file, 0xFE, 0)                              // SELECTDB 0
+	file = append(file, 0, 1, 'k')                            // a string key "k"
+	file = append(file, 0x81, 0, 0, 0, 0x80, 0, 0, 0, 0, 'v') // its value's length, 1<<39, and 1 byte
+	_, err := Scan(bytes.NewReader(file), func(*Entry) error { return nil })
+	if err == nil {
+		t.Fatal("a plain string longer than its file was read without error")
+	}
+	t.Logf("plain: %v", err)
+	// LZF: 4 bytes (a literal "ab" and a back reference of 3) said to give 512 GiB.
+	if _, err := lzfDecompress([]byte{1, 'a', 'b', 0x20, 1}, 1<<39, nil); err == nil {
+		t.Fatal("an LZF string said to give 512 GiB from 5 bytes was decompressed")
+	} else {
+		t.Logf("lzf: %v", err)
+	}
+	runtime.ReadMemStats(&m)
+	if grew := m.TotalAlloc - before; grew > 64<<20 {
+		t.Fatalf("allocated %d bytes for a few", grew)
 	}
 }

@@ -45,18 +45,24 @@ func (p *parser) readFull(n int) ([]byte, error) {
 	return b, nil
 }
 
-// readLong is readFull for more bytes than the buffer holds, into a scratch slice.
+// readLong is readFull for more bytes than the buffer holds, into a scratch slice grown
+// as the bytes arrive: a corrupt length (up to 1 TiB passes the checks) on a file that
+// ends sooner fails at its end, having taken no more memory than the file had.
 func (p *parser) readLong(n int) ([]byte, error) {
-	if cap(p.scratch) < n {
-		p.scratch = make([]byte, n)
-	}
-	b := p.scratch[:n]
-	if _, err := io.ReadFull(p.r, b); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
+	b := p.scratch[:0]
+	for len(b) < n {
+		step := min(n-len(b), p.r.Size())
+		chunk, err := p.r.Peek(step)
+		if len(chunk) < step {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
 		}
-		return nil, err
+		b = append(b, chunk...)
+		_, _ = p.r.Discard(step)
 	}
+	p.scratch = b
 	p.crc = CRC64(p.crc, b)
 	if p.capturing {
 		p.captured = append(p.captured, b...)

@@ -10,9 +10,19 @@ import (
 
 // Strings as the client wrote them: LZF and the integer encodings decoded.
 
+// lzfMaxRatio bounds what LZF gives per byte it reads: a back reference of 3 bytes (the
+// control byte, its length byte, its offset) copies 264 bytes at most, a literal run
+// gives what it holds.
+const lzfMaxRatio = 264 / 3
+
 // lzfDecompress decompresses in, outLen bytes, into dst's space (dst[:0], grown when
 // short).
 func lzfDecompress(in []byte, outLen int, dst []byte) ([]byte, error) {
+	// A longer result than the input can give is a corrupt length, refused before it is
+	// allocated.
+	if outLen > len(in)*lzfMaxRatio {
+		return nil, fmt.Errorf("corrupt LZF string: %d bytes cannot give %d", len(in), outLen)
+	}
 	out := dst[:0]
 	if cap(out) < outLen {
 		out = make([]byte, 0, outLen)
