@@ -83,7 +83,9 @@ func (w *movingWatch) poll(ctx context.Context) {
 		for _, n := range nodes {
 			if n.Myself {
 				w.last[i] = n.Slots.Count()
-				smp.open = smp.open || len(n.Migrating) > 0 || len(n.Importing) > 0
+				// A master's markers only: Valkey 8 and later show the replicas' copies of
+				// them too, which may close a moment after the master's.
+				smp.open = smp.open || n.Master && (len(n.Migrating) > 0 || len(n.Importing) > 0)
 			}
 		}
 	}
