@@ -25,25 +25,34 @@ step "go vet, in the background while the tools build"
 vet_log=$(mktemp)
 go vet ./... >"$vet_log" 2>&1 &
 vet_pid=$!
-trap 'kill "$vet_pid" 2>/dev/null || true' EXIT
+# The newer servers' images run under the redis package's atomic slot migration tests and
+# the backup package's every-server tests (redistest.ServerBinary): built beside the tools
+# too (mostly package downloads), once, before the test packages run in parallel, and
+# rebuilt only when their inputs changed.
+images_log=$(mktemp)
+hack/devcluster/images.sh redis-8.0 valkey-8.1 valkey-9.1 >"$images_log" 2>&1 &
+images_pid=$!
+trap 'kill "$vet_pid" "$images_pid" 2>/dev/null || true' EXIT
 
 step "Installing and building tools"
 make --no-print-directory tools
 
 step "go vet"
-vet_rc=0
+vet_rc=0 images_rc=0
 wait "$vet_pid" || vet_rc=$?
-trap - EXIT
 cat "$vet_log"
 rm -f "$vet_log"
 ((vet_rc == 0)) || { echo "go vet ./... failed"; exit 1; }
 go vet -tags e2e ./test/e2e/...
 
+step "The newer servers' images"
+wait "$images_pid" || images_rc=$?
+trap - EXIT
+cat "$images_log"
+rm -f "$images_log"
+((images_rc == 0)) || { echo "hack/devcluster/images.sh redis-8.0 valkey-8.1 valkey-9.1 failed"; exit 1; }
+
 step "Unit and envtest tests"
-# The newer servers' images run under the redis package's atomic slot migration tests and
-# the backup package's every-server tests (redistest.ServerBinary); built here, once, before
-# the packages run in parallel, and rebuilt only when their inputs changed.
-hack/devcluster/images.sh redis-8.0 valkey-8.1 valkey-9.1
 KUBEBUILDER_ASSETS=$ROOT/bin go test -race -count=1 ./...
 # The image builder's module is not under the root module's ./...
 (cd hack/devcluster/images && go vet ./imagebuild ./pause && go test -race -count=1 ./imagebuild)
