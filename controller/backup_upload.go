@@ -83,9 +83,9 @@ func (r *BackupReconciler) upload(ctx context.Context, b *redisv1alpha1.RedisClu
 		r.fail(ctx, b, reason, msg)
 		return
 	}
+	written := time.Since(cut.PauseEnded)
 	r.releaseBackupStore(ctx, b)
 	now := metav1.Now()
-	written := time.Since(cut.PauseEnded)
 	uerr := r.updateStatus(ctx, b, func(st *redisv1alpha1.RedisClusterBackupStatus) {
 		st.Phase, st.Reason, st.Message = redisv1alpha1.BackupSucceeded, ReasonBackupSucceeded, ""
 		st.Shards, st.CompletedAt = shards, &now

@@ -71,7 +71,7 @@ func main() {
 	local := flag.Bool("local", false, "redis-server processes on loopback and the operator's library, no devcluster")
 	flag.BoolVar(&showStats, "commandstats", false, "print each restore target's INFO commandstats of the commands it was sent (the server's own time per call)")
 	cpuProfile := flag.String("cpuprofile", "", "with -local, write a CPU profile of this program (the library runs in it) to this file")
-	flag.StringVar(&cfg.operatorProfile, "operator-cpuprofile", "", "on the devcluster, write a CPU profile of the operator during each of its backups (2 s from the apply) to this path + -bN.prof")
+	flag.StringVar(&cfg.operatorProfile, "operator-cpuprofile", "", "on the devcluster, write a CPU profile of the operator during each of its backups (2 s from the apply) and restores (2 s from startedAt) to this path + -bN.prof, -rN.prof")
 	flag.Parse()
 	stopProfile := profile.StartCPU("bench/backup", *cpuProfile)
 	defer stopProfile()
@@ -202,7 +202,7 @@ stringData: {accessKeyID: %s, secretAccessKey: %s}
 		var op, ref figures
 		for _, first := range []bool{round%2 == 0, round%2 == 1} {
 			if first {
-				if op, err = operatorRestore(ctx, s, ns, fmt.Sprintf("r%d", round), last, operatorPID, s3srv.PID()); err != nil {
+				if op, err = operatorRestore(ctx, s, ns, fmt.Sprintf("r%d", round), last, operatorPID, s3srv.PID(), cfg.operatorProfile); err != nil {
 					return err
 				}
 			} else if ref, err = cliRestore(ctx, s, ns, fmt.Sprintf("p%d", round), data, cfg); err != nil {
@@ -490,7 +490,7 @@ const pollEvery = 20 * time.Millisecond
 
 // operatorRestore creates name (3 masters, no replicas) with spec.restoreFrom and times
 // the restore from startedAt appearing to completedAt appearing, polling every pollEvery.
-func operatorRestore(ctx context.Context, s *framework.Stack, ns, name, from string, operatorPID, storePID int) (figures, error) {
+func operatorRestore(ctx context.Context, s *framework.Stack, ns, name, from string, operatorPID, storePID int, profile string) (figures, error) {
 	f := figures{method: "operator restore"}
 	c, err := typedClient(s)
 	if err != nil {
@@ -499,6 +499,8 @@ func operatorRestore(ctx context.Context, s *framework.Stack, ns, name, from str
 	if err := applyCluster(ctx, s, ns, name, 3, 0, from); err != nil {
 		return f, err
 	}
+	profiled := func() error { return nil }
+	defer func() { _ = profiled() }()
 	var began time.Time
 	var op0, store0 time.Duration
 	deadline := time.Now().Add(10 * time.Minute)
@@ -510,6 +512,7 @@ func operatorRestore(ctx context.Context, s *framework.Stack, ns, name, from str
 		st := rc.Status.Restore
 		if st != nil && st.StartedAt != nil && began.IsZero() {
 			began, op0, store0 = time.Now(), procCPU(operatorPID), procCPU(storePID)
+			profiled = profileOperator(profile, name)
 		}
 		if st != nil && st.CompletedAt != nil {
 			if began.IsZero() {

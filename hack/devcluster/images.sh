@@ -58,9 +58,10 @@ WANT=("$@")
 mkdir -p "$OUT"
 # One build at a time: `go test ./...` runs packages in parallel, and two of them may each find
 # the same archive missing (they share $OUT/NAME.tar.new and bin/apt). The second waits, then
-# finds the stamp current and builds nothing.
+# finds the stamp current and builds nothing. Children that outlive the script must not
+# inherit fd 9 (9>&-), or the lock would outlive it too.
 exec 9>"$OUT/.lock"
-flock 9
+flock -w 900 9 || { echo "images.sh: another build has held $OUT/.lock for 15 minutes" >&2; exit 1; }
 WORK=$(mktemp -d)
 chmod 755 "$WORK" # apt-get download writes as _apt
 trap 'rm -rf "$WORK"' EXIT
@@ -360,7 +361,7 @@ build_server() {
 		chroot "$rootfs" /usr/bin/redis-cli --version >/dev/null
 		[[ $(chroot "$rootfs" /bin/sh -c 'id -un') == root ]]
 		# The server starts (its locale set up) and answers its own cli.
-		LANG=C.UTF-8 chroot "$rootfs" /usr/bin/redis-server --port 0 --unixsocket /tmp/s.sock --save '' --appendonly no --dir /tmp >/dev/null 2>&1 &
+		LANG=C.UTF-8 chroot "$rootfs" /usr/bin/redis-server --port 0 --unixsocket /tmp/s.sock --save '' --appendonly no --dir /tmp >/dev/null 2>&1 9>&- &
 		local srv=$! i
 		for i in $(seq 50); do [[ -S $rootfs/tmp/s.sock ]] && break; sleep 0.1; done
 		[[ $(chroot "$rootfs" /usr/bin/redis-cli -s /tmp/s.sock PING) == PONG ]] || { kill "$srv"; echo "$image: the server does not answer in the image" >&2; exit 1; }

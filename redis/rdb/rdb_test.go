@@ -262,7 +262,7 @@ func TestScanRefusesALengthTheFileDoesNotHold(t *testing.T) {
 		t.Fatal("a plain string longer than its file was read without error")
 	}
 	t.Logf("plain: %v", err)
-	// LZF: 4 bytes (a literal "ab" and a back reference of 3) said to give 512 GiB.
+	// LZF: 5 bytes (a literal "ab" and a back reference of 3) said to give 512 GiB.
 	if _, err := lzfDecompress([]byte{1, 'a', 'b', 0x20, 1}, 1<<39, nil); err == nil {
 		t.Fatal("an LZF string said to give 512 GiB from 5 bytes was decompressed")
 	} else {
@@ -271,5 +271,23 @@ func TestScanRefusesALengthTheFileDoesNotHold(t *testing.T) {
 	runtime.ReadMemStats(&m)
 	if grew := m.TotalAlloc - before; grew > 64<<20 {
 		t.Fatalf("allocated %d bytes for a few", grew)
+	}
+}
+
+// TestLZFBackReferences: a back reference within what is written (copied at once) and one
+// running into the bytes it writes (a repeated pattern, copied byte by byte).
+func TestLZFBackReferences(t *testing.T) {
+	for _, c := range []struct {
+		in   []byte
+		want string
+	}{
+		{[]byte{5, 'a', 'b', 'c', 'd', 'e', 'f', 0x20, 5}, "abcdefabc"}, // 3 bytes from offset 0 of 6
+		{[]byte{2, 'a', 'b', 'c', 0x80, 2}, "abcabcabc"},                // 6 bytes from offset 0 of 3
+		{[]byte{0, 'x', 0xE0, 1, 0}, "xxxxxxxxxxx"},                     // 7+1+2 bytes from the one before
+	} {
+		got, err := lzfDecompress(c.in, len(c.want), nil)
+		if err != nil || string(got) != c.want {
+			t.Errorf("lzfDecompress(%v) = %q, %v; want %q", c.in, got, err, c.want)
+		}
 	}
 }

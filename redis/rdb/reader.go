@@ -59,6 +59,9 @@ func (p *parser) readLong(n int) ([]byte, error) {
 			}
 			return nil, err
 		}
+		if cap(b)-len(b) < step { // doubled, up to n: at most 1.5 n held while it is copied
+			b = append(make([]byte, 0, min(n, max(2*cap(b), len(b)+step))), b...)
+		}
 		b = append(b, chunk...)
 		_, _ = p.r.Discard(step)
 	}

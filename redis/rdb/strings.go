@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 )
 
@@ -56,14 +57,28 @@ func lzfDecompress(in []byte, outLen int, dst []byte) ([]byte, error) {
 		if ref < 0 {
 			return nil, errors.New("corrupt LZF back reference")
 		}
-		for j := 0; j < n+2; j++ {
-			out = append(out, out[ref+j])
-		}
+		out = backReference(out, ref, n+2)
 	}
 	if len(out) != outLen {
 		return nil, fmt.Errorf("LZF gave %d bytes, want %d", len(out), outLen)
 	}
 	return out, nil
+}
+
+// backReference appends the length bytes of out from ref: at once when they are all
+// there already, else one by one, each copy then reading what the previous ones wrote (a
+// run of a repeated pattern).
+func backReference(out []byte, ref, length int) []byte {
+	start := len(out)
+	out = slices.Grow(out, length)[:start+length]
+	if ref+length <= start {
+		copy(out[start:], out[ref:ref+length])
+		return out
+	}
+	for j := range length {
+		out[start+j] = out[ref+j]
+	}
+	return out
 }
 
 // TypeString is the value type of a string key.

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -67,9 +68,19 @@ func imageServer(name string) (string, error) {
 			return "", fmt.Errorf("building %s: %w: %s", archive, err, out)
 		}
 	}
+	// images.sh rebuilds under an exclusive lock of bin/images/.lock (its stamp removed,
+	// then written again): the archive and its stamp are read under a shared one.
+	unlock, err := lockImages(filepath.Join(root, "bin", "images", ".lock"))
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
 	stamp, err := os.ReadFile(filepath.Join(root, "bin", "images", "."+name+".stamp"))
 	if err != nil {
 		return "", err
+	}
+	if len(strings.TrimSpace(string(stamp))) < 12 {
+		return "", fmt.Errorf("%s: a stamp of %q", name, stamp)
 	}
 	dir := filepath.Join(root, "bin", "images", "rootfs", name+"-"+strings.TrimSpace(string(stamp))[:12])
 	wrapper := filepath.Join(dir, "redis-server")
@@ -238,4 +249,17 @@ func eachEntry(tr *tar.Reader, fn func(*tar.Header, io.Reader) error) error {
 			return err
 		}
 	}
+}
+
+// lockImages takes a shared lock of path, the lock images.sh builds under.
+func lockImages(path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("locking %s: %w", path, err)
+	}
+	return func() { f.Close() }, nil // closing the file releases the lock
 }
