@@ -75,14 +75,11 @@ func imageServer(name string) (string, error) {
 		return "", err
 	}
 	defer unlock()
-	stamp, err := os.ReadFile(filepath.Join(root, "bin", "images", "."+name+".stamp"))
+	stamp, err := imageStamp(root, name)
 	if err != nil {
 		return "", err
 	}
-	if len(strings.TrimSpace(string(stamp))) < 12 {
-		return "", fmt.Errorf("%s: a stamp of %q", name, stamp)
-	}
-	dir := filepath.Join(root, "bin", "images", "rootfs", name+"-"+strings.TrimSpace(string(stamp))[:12])
+	dir := filepath.Join(root, "bin", "images", "rootfs", name+"-"+stamp[:12])
 	wrapper := filepath.Join(dir, "redis-server")
 	if _, err := os.Stat(wrapper); err == nil {
 		return wrapper, nil
@@ -101,22 +98,7 @@ func imageServer(name string) (string, error) {
 	if err := unpackOCI(archive, fs); err != nil {
 		return "", fmt.Errorf("unpacking %s: %w", archive, err)
 	}
-	loaders, _ := filepath.Glob(filepath.Join(fs, "usr", "lib", "*", "ld-linux*.so.*"))
-	if len(loaders) == 0 {
-		return "", fmt.Errorf("%s has no dynamic loader under usr/lib", archive)
-	}
-	target, err := os.Readlink(filepath.Join(fs, "usr", "bin", "redis-server"))
-	if err != nil {
-		target = "redis-server"
-	}
-	final := filepath.Join(dir, "fs")
-	libs := filepath.Dir(strings.Replace(loaders[0], fs, final, 1))
-	// --argv0: the binary picks its mode by its name (redis-server is a link to
-	// redis-check-rdb in Debian's Redis 8 package).
-	script := fmt.Sprintf("#!/bin/sh\nexec %s --argv0 redis-server --library-path %s:%s %s \"$@\"\n",
-		strings.Replace(loaders[0], fs, final, 1), libs, filepath.Join(final, "lib", filepath.Base(libs)),
-		filepath.Join(final, "usr", "bin", target))
-	if err := os.WriteFile(filepath.Join(tmp, "redis-server"), []byte(script), 0o755); err != nil {
+	if err := writeWrapper(tmp, fs, filepath.Join(dir, "fs"), archive); err != nil {
 		return "", err
 	}
 	if err := os.Rename(tmp, dir); err != nil {
@@ -126,6 +108,26 @@ func imageServer(name string) (string, error) {
 		return "", err
 	}
 	return wrapper, nil
+}
+
+// writeWrapper writes tmp/redis-server, a script that runs the unpacked image's server
+// (under fs now, under final once renamed) with its own loader and libraries.
+func writeWrapper(tmp, fs, final, archive string) error {
+	loaders, _ := filepath.Glob(filepath.Join(fs, "usr", "lib", "*", "ld-linux*.so.*"))
+	if len(loaders) == 0 {
+		return fmt.Errorf("%s has no dynamic loader under usr/lib", archive)
+	}
+	target, err := os.Readlink(filepath.Join(fs, "usr", "bin", "redis-server"))
+	if err != nil {
+		target = "redis-server"
+	}
+	libs := filepath.Dir(strings.Replace(loaders[0], fs, final, 1))
+	// --argv0: the binary picks its mode by its name (redis-server is a link to
+	// redis-check-rdb in Debian's Redis 8 package).
+	script := fmt.Sprintf("#!/bin/sh\nexec %s --argv0 redis-server --library-path %s:%s %s \"$@\"\n",
+		strings.Replace(loaders[0], fs, final, 1), libs, filepath.Join(final, "lib", filepath.Base(libs)),
+		filepath.Join(final, "usr", "bin", target))
+	return os.WriteFile(filepath.Join(tmp, "redis-server"), []byte(script), 0o755)
 }
 
 // unpackOCI writes the layers of the single image of an OCI archive to dir: regular
@@ -249,6 +251,19 @@ func eachEntry(tr *tar.Reader, fn func(*tar.Header, io.Reader) error) error {
 			return err
 		}
 	}
+}
+
+// imageStamp is the stamp images.sh wrote for image name (a SHA-256 of its inputs).
+func imageStamp(root, name string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(root, "bin", "images", "."+name+".stamp"))
+	if err != nil {
+		return "", err
+	}
+	stamp := strings.TrimSpace(string(b))
+	if len(stamp) < 12 {
+		return "", fmt.Errorf("%s: a stamp of %q", name, b)
+	}
+	return stamp, nil
 }
 
 // lockImages takes a shared lock of path, the lock images.sh builds under.
