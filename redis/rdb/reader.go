@@ -30,18 +30,12 @@ func (p *parser) readFull(n int) ([]byte, error) {
 	if n > p.r.Size() {
 		return p.readLong(n)
 	}
-	b, err := p.r.Peek(n)
-	if len(b) < n {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
+	b, err := p.peek(n)
+	if err != nil {
 		return nil, err
 	}
 	_, _ = p.r.Discard(n) // buffered: cannot fail
-	p.crc = CRC64(p.crc, b)
-	if p.capturing {
-		p.captured = append(p.captured, b...)
-	}
+	p.consumed(b)
 	return b, nil
 }
 
@@ -52,11 +46,8 @@ func (p *parser) readLong(n int) ([]byte, error) {
 	b := p.scratch[:0]
 	for len(b) < n {
 		step := min(n-len(b), p.r.Size())
-		chunk, err := p.r.Peek(step)
-		if len(chunk) < step {
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
+		chunk, err := p.peek(step)
+		if err != nil {
 			return nil, err
 		}
 		if cap(b)-len(b) < step { // doubled, up to n: at most 1.5 n held while it is copied
@@ -66,26 +57,47 @@ func (p *parser) readLong(n int) ([]byte, error) {
 		_, _ = p.r.Discard(step)
 	}
 	p.scratch = b
-	p.crc = CRC64(p.crc, b)
-	if p.capturing {
-		p.captured = append(p.captured, b...)
-	}
+	p.consumed(b)
 	return b, nil
 }
 
+// byte is readFull(1) without the slice, with the CRC64's one-byte step.
 func (p *parser) byte() (byte, error) {
 	v, err := p.r.ReadByte()
 	if err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
-		return 0, err
+		return 0, cutShort(err)
 	}
 	p.crc = jones[0][byte(p.crc)^v] ^ p.crc>>8
 	if p.capturing {
 		p.captured = append(p.captured, v)
 	}
 	return v, nil
+}
+
+// peek is the next n bytes (n up to the buffer's size), not yet consumed.
+func (p *parser) peek(n int) ([]byte, error) {
+	b, err := p.r.Peek(n)
+	if len(b) < n {
+		return nil, cutShort(err)
+	}
+	return b, nil
+}
+
+// consumed passes bytes read through the running CRC64 and, while a value is captured,
+// into its capture: every byte the reader takes goes through here (or byte's copy of it).
+func (p *parser) consumed(b []byte) {
+	p.crc = CRC64(p.crc, b)
+	if p.capturing {
+		p.captured = append(p.captured, b...)
+	}
+}
+
+// cutShort is a read error, io.EOF as the file cut short it is mid-field.
+func cutShort(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 // length reads an RDB length; encoded is true for a special string encoding (then the
