@@ -47,8 +47,9 @@ var OperatorCommands = []string{
 	// Backup (redis/backup.Take): the cut pauses writes on every master and reads each
 	// master's snapshot through a replication connection, diskless where the master's
 	// repl-diskless-sync settings (config|get) allow; restore writes keys with RESTORE,
-	// and strings with SET (half the master's time of RESTORE).
-	"client|pause", "client|unpause", "replconf", "psync", "restore", "set",
+	// and strings with SET (half the master's time of RESTORE), those without an expiry
+	// by slot in MSET (less again).
+	"client|pause", "client|unpause", "replconf", "psync", "restore", "set", "mset",
 }
 
 // OperatorRules are the ACL rules of the operator user, without its password: every key

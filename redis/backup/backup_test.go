@@ -426,7 +426,7 @@ func TestRestoreStopsAtTheFirstRefusedKey(t *testing.T) {
 	dst, _ := servers(t, 2)
 	for _, s := range dst {
 		c := goredis.NewClient(&goredis.Options{Addr: s.Addr, Password: password})
-		err := c.Do(ctx, "acl", "setuser", "norestore", "on", ">"+password, "+@all", "-restore", "-set", "~*").Err()
+		err := c.Do(ctx, "acl", "setuser", "norestore", "on", ">"+password, "+@all", "-restore", "-set", "-mset", "~*").Err()
 		c.Close()
 		if err != nil {
 			t.Fatal(err)

@@ -124,8 +124,9 @@ func Restore(ctx context.Context, t RestoreTarget, sources []func() (io.ReadClos
 	if err != nil {
 		return err
 	}
+	rt := newRoutes(owners, feeds)
 	errs := parallel(len(sources), func(i int) error {
-		return restoreOne(ctx, t, readers[i], owners, feeds, h, p)
+		return restoreOne(ctx, t, readers[i], rt, h, p)
 	})
 	// A feed's own error (a reply naming the key a master refused) comes first, before
 	// the sources' (which may only say that the connection closed).

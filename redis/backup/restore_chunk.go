@@ -2,6 +2,7 @@ package backup
 
 import (
 	"bytes"
+	"fmt"
 	"strconv"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis/rdb"
@@ -15,10 +16,12 @@ type chunk struct {
 	// it; after is what follows it. A chunk holds at most one.
 	big, after []byte
 	// names are the keys end to end (only read to name the key a master refuses), ends
-	// where each ends; bytes what each counts in Progress.
+	// where each ends; bytes what each counts in Progress; cmds how many keys each
+	// command writes, in order (one reply each: an MSET writes many).
 	names []byte
 	ends  []int
 	bytes []int
+	cmds  []int
 	num   [20]byte // an expiry's digits
 	hdr   [24]byte // a bulk string's header
 }
@@ -49,13 +52,22 @@ func (c *chunk) name(i int) string {
 	return string(c.names[start:c.ends[i]])
 }
 
+// command names the command that writes n keys from key i: the key, or an MSET's first
+// key and how many more it writes.
+func (c *chunk) command(i, n int) string {
+	if n == 1 {
+		return strconv.Quote(c.name(i))
+	}
+	return fmt.Sprintf("%q (and %d more keys of its slot, in one MSET)", c.name(i), n-1)
+}
+
 // reset empties c for reuse; a big buffer is let go rather than kept.
 func (c *chunk) reset() {
 	if cap(c.buf) > 2*chunkBytes {
 		c.buf = nil
 	}
 	c.buf, c.big, c.after = c.buf[:0], nil, nil
-	c.names, c.ends, c.bytes = c.names[:0], c.ends[:0], c.bytes[:0]
+	c.names, c.ends, c.bytes, c.cmds = c.names[:0], c.ends[:0], c.bytes[:0], c.cmds[:0]
 }
 
 // write appends b to the commands: after a big value, to what follows it.
@@ -125,8 +137,22 @@ func (c *chunk) restore(e *rdb.Entry, payload []byte, replace bool) {
 	c.added(e.Key, len(payload))
 }
 
-func (c *chunk) added(key []byte, size int) {
+// msetHeader starts an MSET of n keys; its keys and values follow (groups.write).
+func (c *chunk) msetHeader(n int) {
+	h := append(c.hdr[:0], '*')
+	h = strconv.AppendInt(h, int64(1+2*n), 10)
+	c.write(append(h, "\r\n$4\r\nMSET\r\n"...))
+}
+
+// addKey records a key the chunk writes (its command recorded apart, in cmds).
+func (c *chunk) addKey(key []byte, size int) {
 	c.names = append(c.names, key...)
 	c.ends = append(c.ends, len(c.names))
 	c.bytes = append(c.bytes, size+len(key))
+}
+
+// added records a key written by a command of its own.
+func (c *chunk) added(key []byte, size int) {
+	c.addKey(key, size)
+	c.cmds = append(c.cmds, 1)
 }

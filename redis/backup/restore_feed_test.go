@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"math/rand"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -208,6 +209,24 @@ func TestRestoreMixedKeysIntoFewerMasters(t *testing.T) {
 	if total != int64(len(loaded)) {
 		t.Fatalf("target holds %d keys, want %d", total, len(loaded))
 	}
+	// The strings without an expiry went by slot, in MSET (more than the 4 MB a shard's
+	// groups hold: every group went at least once before the shard's end).
+	msets := 0
+	for _, s := range dst {
+		c := goredis.NewClient(&goredis.Options{Addr: s.Addr, Password: password})
+		info, err := c.Info(ctx, "commandstats").Result()
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, after, _ := strings.Cut(info, "cmdstat_mset:calls=")
+		calls, _ := strconv.Atoi(strings.SplitN(after, ",", 2)[0])
+		msets += calls
+	}
+	if msets == 0 || msets > n/2 {
+		t.Fatalf("%d MSET calls for %d strings, two thirds without an expiry", msets, n)
+	}
+	t.Logf("%d MSET calls", msets)
 }
 
 // sameHash compares a hash by its fields and values.

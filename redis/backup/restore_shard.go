@@ -13,14 +13,17 @@ import (
 // restoreOne writes the keys of one RDB file (shardRestore.entry for each), then reads
 // the file to its end. An error of the file's content is ErrIncompatible; one of the
 // source or of a master is not.
-func restoreOne(ctx context.Context, t RestoreTarget, r io.Reader, owners []string, feeds map[string]*masterFeed, h *hold, p *Progress) (err error) {
-	sr := &shardRestore{ctx: ctx, replace: t.Replace, owners: owners, feeds: feeds, h: h, p: p, chunks: map[string]*chunk{}}
+func restoreOne(ctx context.Context, t RestoreTarget, r io.Reader, rt routes, h *hold, p *Progress) (err error) {
+	sr := &shardRestore{ctx: ctx, replace: t.Replace, routes: rt, h: h, p: p, chunks: make([]*chunk, len(rt.feeds))}
 	src := &sourceReader{r: r}
 	var stopped error // the callback's own error, if it stopped the scan
 	_, err = rdb.Scan(src, func(e *rdb.Entry) error {
 		stopped = sr.entry(e)
 		return stopped
 	})
+	if err == nil {
+		err = sr.flushGroups()
+	}
 	if err == nil {
 		err = sr.sendAll()
 	}
@@ -37,17 +40,40 @@ func restoreOne(ctx context.Context, t RestoreTarget, r io.Reader, owners []stri
 	}
 }
 
+// routes lead each slot's keys to its master's feed: slot[s] is the index in feeds of the
+// master that owns slot s (an index, not the address: no map lookup per key).
+type routes struct {
+	slot  []int32
+	feeds []*masterFeed
+}
+
+func newRoutes(owners []string, feeds map[string]*masterFeed) routes {
+	rt := routes{slot: make([]int32, len(owners))}
+	index := map[string]int32{}
+	for s, addr := range owners {
+		i, ok := index[addr]
+		if !ok {
+			i = int32(len(rt.feeds))
+			index[addr] = i
+			rt.feeds = append(rt.feeds, feeds[addr])
+		}
+		rt.slot[s] = i
+	}
+	return rt
+}
+
 // shardRestore is the restore of one RDB file: the chunk it is filling for each master.
 type shardRestore struct {
 	ctx     context.Context
 	replace bool
-	owners  []string
-	feeds   map[string]*masterFeed
-	h       *hold
-	p       *Progress
-	chunks  map[string]*chunk
-	value   []byte // a string's value, decoded (reused)
-	n       int
+	routes
+	h      *hold
+	p      *Progress
+	chunks []*chunk // by master, as routes.feeds
+	value  []byte   // a string's value, decoded (reused)
+	n      int
+	// groups are the strings waiting for an MSET (restore_group.go).
+	groups *groups
 }
 
 // entry sends one key of the file to the master owning its slot.
@@ -69,30 +95,36 @@ func (sr *shardRestore) entry(e *rdb.Entry) error {
 		sr.p.Expired.Add(1)
 		return nil
 	}
-	addr := sr.owners[topology.KeySlotBytes(e.Key)]
-	f := sr.feeds[addr]
+	slot := topology.KeySlotBytes(e.Key)
+	m := sr.slot[slot]
+	f := sr.feeds[m]
 	if f.failed.Load() {
 		return f.err
+	}
+	if e.Type == rdb.TypeString && e.ExpireAtMs == 0 && len(e.Value) <= groupValue {
+		v, err := sr.stringValue(e)
+		if err != nil {
+			return err
+		}
+		if len(v) <= groupValue {
+			return sr.group(slot, e.Key, v)
+		}
 	}
 	if len(e.Value) > payloadRate {
 		sr.h.cover(sr.ctx, len(e.Value))
 	}
-	if c := sr.chunks[addr]; len(e.Value) >= bigValue && c != nil && c.keys() > 0 {
+	if c := sr.chunks[m]; len(e.Value) >= bigValue && c != nil && c.keys() > 0 {
 		// A big value travels alone.
-		if err := sr.send(addr); err != nil {
+		if err := sr.send(m); err != nil {
 			return err
 		}
 	}
-	c := sr.chunks[addr]
-	if c == nil {
-		c = f.newChunk()
-		sr.chunks[addr] = c
-	}
+	c := sr.chunkFor(m)
 	if err := sr.encode(c, e); err != nil {
 		return err
 	}
 	if c.full() {
-		return sr.send(addr)
+		return sr.send(m)
 	}
 	return nil
 }
@@ -108,31 +140,51 @@ func (sr *shardRestore) encode(c *chunk, e *rdb.Entry) error {
 		c.restore(e, e.DumpPayload(e.Version), sr.replace)
 		return nil
 	}
-	v, err := e.StringValueBuf(sr.value)
+	v, err := sr.stringValue(e)
 	if err != nil {
-		return fmt.Errorf("key %q: %w", e.Key, err)
-	}
-	if !sameArray(v, e.Value) {
-		sr.value = v[:0] // a decoded value's space, kept for the next
+		return err
 	}
 	c.set(e, v)
 	return nil
 }
 
-// send hands the chunk for addr to its feed.
-func (sr *shardRestore) send(addr string) error {
-	c := sr.chunks[addr]
-	delete(sr.chunks, addr)
-	return sr.feeds[addr].send(c)
+// stringValue is e's string value, decoded into sr.value when it must be (valid until
+// the next entry).
+func (sr *shardRestore) stringValue(e *rdb.Entry) ([]byte, error) {
+	v, err := e.StringValueBuf(sr.value)
+	if err != nil {
+		return nil, fmt.Errorf("key %q: %w", e.Key, err)
+	}
+	if !sameArray(v, e.Value) {
+		sr.value = v[:0] // a decoded value's space, kept for the next
+	}
+	return v, nil
+}
+
+// chunkFor is the chunk being filled for master m, a new one when there is none.
+func (sr *shardRestore) chunkFor(m int32) *chunk {
+	c := sr.chunks[m]
+	if c == nil {
+		c = sr.feeds[m].newChunk()
+		sr.chunks[m] = c
+	}
+	return c
+}
+
+// send hands the chunk for master m to its feed.
+func (sr *shardRestore) send(m int32) error {
+	c := sr.chunks[m]
+	sr.chunks[m] = nil
+	return sr.feeds[m].send(c)
 }
 
 // sendAll sends every chunk that holds a key.
 func (sr *shardRestore) sendAll() error {
-	for addr, c := range sr.chunks {
-		if c.keys() == 0 {
+	for m, c := range sr.chunks {
+		if c == nil || c.keys() == 0 {
 			continue
 		}
-		if err := sr.send(addr); err != nil {
+		if err := sr.send(int32(m)); err != nil {
 			return err
 		}
 	}

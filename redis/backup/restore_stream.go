@@ -179,24 +179,26 @@ func (f *masterFeed) read() {
 	}
 }
 
-// answers reads a reply for each key of c, and returns how many acknowledged it before
-// the first failure.
+// answers reads a reply for each command of c, and returns how many keys were
+// acknowledged before the first failure (an MSET's keys are acknowledged together).
 func (f *masterFeed) answers(c *chunk) int {
-	for i := 0; i < c.keys(); i++ {
+	acked := 0
+	for _, n := range c.cmds {
 		line, err := f.cn.r.ReadSlice('\n')
 		switch {
 		case err != nil:
-			f.fail(fmt.Errorf("restoring %q on %s: failed to read a reply from %s: %w", c.name(i), f.cn.addr, f.cn.addr, err))
+			f.fail(fmt.Errorf("restoring %s on %s: failed to read a reply from %s: %w", c.command(acked, n), f.cn.addr, f.cn.addr, err))
 		case line[0] == '-' && refusedPayload(string(line)):
-			f.fail(fmt.Errorf("%w: restoring %q on %s: %s", ErrIncompatible, c.name(i), f.cn.addr, bytes.TrimRight(line[1:], "\r\n")))
+			f.fail(fmt.Errorf("%w: restoring %s on %s: %s", ErrIncompatible, c.command(acked, n), f.cn.addr, bytes.TrimRight(line[1:], "\r\n")))
 		case line[0] == '-':
-			f.fail(fmt.Errorf("restoring %q on %s: %s", c.name(i), f.cn.addr, bytes.TrimRight(line[1:], "\r\n")))
+			f.fail(fmt.Errorf("restoring %s on %s: %s", c.command(acked, n), f.cn.addr, bytes.TrimRight(line[1:], "\r\n")))
 		default:
+			acked += n
 			continue
 		}
-		return i
+		return acked
 	}
-	return c.keys()
+	return acked
 }
 
 // fail records the feed's first failure and closes the connection: the other side's

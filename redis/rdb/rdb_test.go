@@ -284,6 +284,8 @@ func TestLZFBackReferences(t *testing.T) {
 		{[]byte{5, 'a', 'b', 'c', 'd', 'e', 'f', 0x20, 5}, "abcdefabc"}, // 3 bytes from offset 0 of 6
 		{[]byte{2, 'a', 'b', 'c', 0x80, 2}, "abcabcabc"},                // 6 bytes from offset 0 of 3
 		{[]byte{0, 'x', 0xE0, 1, 0}, "xxxxxxxxxxx"},                     // 7+1+2 bytes from the one before
+		{[]byte{1, 'a', 'b', 0xA0, 1}, "ababababa"},                     // 7 bytes of period 2
+		{[]byte{2, 'a', 'b', 'c', 0xE0, 1, 2}, "abcabcabcabca"},         // 10 bytes of period 3
 	} {
 		got, err := lzfDecompress(c.in, len(c.want), nil)
 		if err != nil || string(got) != c.want {

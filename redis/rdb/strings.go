@@ -65,18 +65,15 @@ func lzfDecompress(in []byte, outLen int, dst []byte) ([]byte, error) {
 	return out, nil
 }
 
-// backReference appends the length bytes of out from ref: at once when they are all
-// there already, else one by one, each copy then reading what the previous ones wrote (a
-// run of a repeated pattern).
+// backReference appends the length bytes of out from ref. When they reach past what is
+// there (a run of a repeated pattern, its period start-ref), each copy doubles the run
+// copied so far: a copy of a whole number of periods continues the pattern.
 func backReference(out []byte, ref, length int) []byte {
 	start := len(out)
 	out = slices.Grow(out, length)[:start+length]
-	if ref+length <= start {
-		copy(out[start:], out[ref:ref+length])
-		return out
-	}
-	for j := range length {
-		out[start+j] = out[ref+j]
+	n := copy(out[start:], out[ref:start])
+	for n < length {
+		n += copy(out[start+n:], out[start:start+n])
 	}
 	return out
 }
