@@ -48,8 +48,8 @@ var OperatorCommands = []string{
 	// master's snapshot through a replication connection, diskless where the master's
 	// repl-diskless-sync settings (config|get) allow; restore writes keys with RESTORE,
 	// and strings with SET (half the master's time of RESTORE), those without an expiry
-	// by slot in MSET (less again).
-	"client|pause", "client|unpause", "replconf", "psync", "restore", "set", "mset",
+	// by slot in MSET (less again) once ACL DRYRUN says the user may.
+	"client|pause", "client|unpause", "replconf", "psync", "restore", "set", "mset", "acl|dryrun",
 }
 
 // OperatorRules are the ACL rules of the operator user, without its password: every key

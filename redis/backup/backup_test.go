@@ -409,10 +409,63 @@ func TestCutWaitsWhileASlotIsOpen(t *testing.T) {
 // restored.
 func TestRestoreStopsAtTheFirstRefusedKey(t *testing.T) {
 	ctx := context.Background()
+	source := stringsCut(t, ctx, 5000)
+	dst := serversWithUser(t, ctx, 2, "norestore", "-restore", "-set", "-mset")
+	var p Progress
+	err := Restore(ctx, RestoreTarget{Addrs: redistest.Addrs(dst), Dialer: Dialer{User: "norestore", Passwords: []string{password}}},
+		[]func() (io.ReadCloser, error){source}, &p)
+	if err == nil || !strings.Contains(err.Error(), `restoring "k:`) || !strings.Contains(err.Error(), "NOPERM") {
+		t.Fatalf("restore as a user without RESTORE: %v", err)
+	}
+	if p.Keys.Load() != 0 {
+		t.Fatalf("%d keys counted restored", p.Keys.Load())
+	}
+}
+
+// TestRestoreSetsEachStringWhereMSETIsRefused: a user that may not run MSET (a cluster made
+// before MSET was in the operator user's rules) gets every string in a SET of its own,
+// every key restored and no MSET sent.
+func TestRestoreSetsEachStringWhereMSETIsRefused(t *testing.T) {
+	ctx := context.Background()
+	source := stringsCut(t, ctx, 5000)
+	dst := serversWithUser(t, ctx, 2, "nomset", "-mset")
+	var p Progress
+	err := Restore(ctx, RestoreTarget{Addrs: redistest.Addrs(dst), Dialer: Dialer{User: "nomset", Passwords: []string{password}}},
+		[]func() (io.ReadCloser, error){source}, &p)
+	if err != nil || p.Keys.Load() != 5000 {
+		t.Fatalf("restore as a user without MSET: %d keys, %v", p.Keys.Load(), err)
+	}
+	sets, msets := 0, 0
+	for _, s := range dst {
+		c := goredis.NewClient(&goredis.Options{Addr: s.Addr, Password: password})
+		info, err := c.Info(ctx, "commandstats").Result()
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sets += commandCalls(info, "set")
+		msets += commandCalls(info, "mset")
+	}
+	if sets != 5000 || msets != 0 {
+		t.Fatalf("%d SET and %d MSET calls for 5000 strings", sets, msets)
+	}
+}
+
+// commandCalls is how many calls of cmd INFO commandstats (info) counts.
+func commandCalls(info, cmd string) int {
+	_, after, _ := strings.Cut(info, "cmdstat_"+cmd+":calls=")
+	n, _ := strconv.Atoi(strings.SplitN(after, ",", 2)[0])
+	return n
+}
+
+// stringsCut loads n strings without an expiry into a master of its own and returns its
+// snapshot as a source.
+func stringsCut(t *testing.T, ctx context.Context, n int) func() (io.ReadCloser, error) {
+	t.Helper()
 	src, d := servers(t, 1)
 	cc := clusterClient(t, src)
 	defer cc.Close()
-	for i := 0; i < 5000; i++ {
+	for i := 0; i < n; i++ {
 		k := fmt.Sprint("k:", i)
 		if err := cc.c(k).Set(ctx, k, "v", 0).Err(); err != nil {
 			t.Fatal(err)
@@ -423,25 +476,31 @@ func TestRestoreStopsAtTheFirstRefusedKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	rdbs := readSnapshots(t, snaps)
-	dst, _ := servers(t, 2)
+	return func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(rdbs[0])), nil }
+}
+
+// serversWithUser starts n masters with a user name of every command but denied.
+func serversWithUser(t *testing.T, ctx context.Context, n int, name string, denied ...string) []*redistest.Server {
+	t.Helper()
+	dst, _ := servers(t, n)
 	for _, s := range dst {
 		c := goredis.NewClient(&goredis.Options{Addr: s.Addr, Password: password})
-		err := c.Do(ctx, "acl", "setuser", "norestore", "on", ">"+password, "+@all", "-restore", "-set", "-mset", "~*").Err()
+		args := append([]any{"acl", "setuser", name, "on", ">" + password, "+@all", "~*"}, toAny(denied)...)
+		err := c.Do(ctx, args...).Err()
 		c.Close()
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	var p Progress
-	source := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(rdbs[0])), nil }
-	err = Restore(ctx, RestoreTarget{Addrs: redistest.Addrs(dst), Dialer: Dialer{User: "norestore", Passwords: []string{password}}},
-		[]func() (io.ReadCloser, error){source}, &p)
-	if err == nil || !strings.Contains(err.Error(), `restoring "k:`) || !strings.Contains(err.Error(), "NOPERM") {
-		t.Fatalf("restore as a user without RESTORE: %v", err)
+	return dst
+}
+
+func toAny(s []string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
 	}
-	if p.Keys.Load() != 0 {
-		t.Fatalf("%d keys counted restored", p.Keys.Load())
-	}
+	return out
 }
 
 // TestRestoreHoldsFailureDetectionForABigKey restores a 2,000,000-member sorted set into

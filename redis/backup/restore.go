@@ -76,12 +76,13 @@ func refusedPayload(msg string) bool {
 // Restore writes every key of the RDB files sources returns (each read whole, in
 // parallel) to the master of the target that owns its slot, with RESTORE … ABSTTL (the
 // value as the backup encoded it and the expiry as an absolute time), strings with
-// SET … PXAT. Keys whose expiry has passed are skipped. It fails on the first key a master
-// refuses.
+// SET … PXAT, or, without an expiry, by slot in MSET (restore_group.go). Keys whose expiry
+// has passed are skipped. It fails on the first command a master refuses.
 //
 // Each master is fed on one connection, as redis-cli --pipe does, by every source:
 // commands are written as the files are read, and a reader takes the replies in order
-// meanwhile, so no round trip is waited for (at most InFlight keys unanswered).
+// meanwhile, so no round trip is waited for (about InFlight keys unanswered at most: a
+// chunk is sent once full, and an MSET's keys join it at once).
 func Restore(ctx context.Context, t RestoreTarget, sources []func() (io.ReadCloser, error), p *Progress) error {
 	if t.InFlight == 0 {
 		t.InFlight = 10000
@@ -124,9 +125,12 @@ func Restore(ctx context.Context, t RestoreTarget, sources []func() (io.ReadClos
 	if err != nil {
 		return err
 	}
-	rt := newRoutes(owners, feeds)
+	rt, opt := newRoutes(owners, feeds), shardOptions{replace: t.Replace}
+	if msetAllowed(ctx, clients, t.User) {
+		opt.groupBytes = groupBytesFor(len(sources))
+	}
 	errs := parallel(len(sources), func(i int) error {
-		return restoreOne(ctx, t, readers[i], rt, h, p)
+		return restoreOne(ctx, readers[i], rt, opt, h, p)
 	})
 	// A feed's own error (a reply naming the key a master refused) comes first, before
 	// the sources' (which may only say that the connection closed).
@@ -134,6 +138,21 @@ func Restore(ctx context.Context, t RestoreTarget, sources []func() (io.ReadClos
 		return err
 	}
 	return firstErr(errs)
+}
+
+// msetAllowed says whether user (the default user when "") may run MSET on every master,
+// as ACL DRYRUN answers: a cluster made by an operator before MSET was in its user's rules
+// (redis.OperatorCommands) refuses MSET and ACL DRYRUN alike, and gets a SET per string.
+func msetAllowed(ctx context.Context, clients map[string]*goredis.Client, user string) bool {
+	if user == "" {
+		user = "default"
+	}
+	for _, c := range clients {
+		if ok, err := c.Do(ctx, "ACL", "DRYRUN", user, "MSET", "k", "v").Text(); err != nil || ok != "OK" {
+			return false
+		}
+	}
+	return true
 }
 
 // closeFeeds closes every feed once what it was given is sent and answered, also after a

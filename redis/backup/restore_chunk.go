@@ -9,7 +9,7 @@ import (
 )
 
 // chunk is commands a source encoded for one master, sent in one write, and the keys they
-// write, one reply each.
+// write (a reply for each command: one for an MSET's keys).
 type chunk struct {
 	buf []byte
 	// big is a value of at least bigValue bytes, sent after buf without being copied into

@@ -7,7 +7,6 @@ import (
 	"io"
 	"maps"
 	"math/rand"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -219,9 +218,7 @@ func TestRestoreMixedKeysIntoFewerMasters(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, after, _ := strings.Cut(info, "cmdstat_mset:calls=")
-		calls, _ := strconv.Atoi(strings.SplitN(after, ",", 2)[0])
-		msets += calls
+		msets += commandCalls(info, "mset")
 	}
 	if msets == 0 || msets > n/2 {
 		t.Fatalf("%d MSET calls for %d strings, two thirds without an expiry", msets, n)

@@ -12,7 +12,7 @@ import (
 // for all of them, each key named and counted; a group left short is written alike, and
 // groups of other slots are left alone.
 func TestGroupsWriteOneMSETPerSlot(t *testing.T) {
-	g := newGroups(16384)
+	g := newGroups(16384, maxGroupBytes)
 	var want strings.Builder
 	fmt.Fprintf(&want, "*%d\r\n$4\r\nMSET\r\n", 1+2*msetKeys)
 	for i := 0; i < msetKeys; i++ {
@@ -46,5 +46,10 @@ func TestGroupsWriteOneMSETPerSlot(t *testing.T) {
 	g.reset()
 	if len(g.arena) != 0 || len(g.keys) != 0 || g.full() {
 		t.Fatal("reset left keys")
+	}
+	for shards, want := range map[int]int{1: maxGroupBytes, 8: maxGroupBytes, 50: groupsBudget / 50, 1000: minGroupBytes} {
+		if got := groupBytesFor(shards); got != want {
+			t.Errorf("groupBytesFor(%d) = %d, want %d", shards, got, want)
+		}
 	}
 }
