@@ -56,6 +56,8 @@ type config struct {
 	// operatorProfile: each operator backup's CPU profile of the operator is written to
 	// this path with -bN.prof appended (devcluster only).
 	operatorProfile string
+	// pin: the servers on CPU 0 and the clients on CPU 1 (pin.go).
+	pin bool
 }
 
 // operatorPprof is where the bench's operator serves net/http/pprof (loopback only).
@@ -71,6 +73,7 @@ func main() {
 	local := flag.Bool("local", false, "redis-server processes on loopback and the operator's library, no devcluster")
 	flag.BoolVar(&showStats, "commandstats", false, "print each restore target's INFO commandstats of the commands it was sent (the server's own time per call)")
 	cpuProfile := flag.String("cpuprofile", "", "with -local, write a CPU profile of this program (the library runs in it) to this file")
+	flag.BoolVar(&cfg.pin, "pin", false, "on the devcluster, run with the clusters' redis-servers on CPU 0 and the operator, the store and this program (its writer and redis-cli) on CPU 1")
 	flag.StringVar(&cfg.operatorProfile, "operator-cpuprofile", "", "on the devcluster, write a CPU profile of the operator during each of its backups (2 s from the apply) and restores (2 s from startedAt) to this path + -bN.prof, -rN.prof")
 	flag.Parse()
 	stopProfile := profile.StartCPU("bench/backup", *cpuProfile)
@@ -165,6 +168,16 @@ stringData: {accessKeyID: %s, secretAccessKey: %s}
 
 	var backups, restores [][]figures
 	var last string
+	var pin *pinned
+	if cfg.pin {
+		if pin, err = pinClients(operatorPID, s3srv.PID()); err != nil {
+			return err
+		}
+		defer pin.unpin()
+		if ok, err := pin.servers(ctx, s, ns, "demo-", 6); !ok {
+			return fmt.Errorf("-pin: the demo's redis-servers not found (%v)", err)
+		}
+	}
 	for round := 0; round < cfg.rounds; round++ {
 		// Backups: who goes first alternates.
 		var op, ref figures
@@ -202,10 +215,10 @@ stringData: {accessKeyID: %s, secretAccessKey: %s}
 		var op, ref figures
 		for _, first := range []bool{round%2 == 0, round%2 == 1} {
 			if first {
-				if op, err = operatorRestore(ctx, s, ns, fmt.Sprintf("r%d", round), last, operatorPID, s3srv.PID(), cfg.operatorProfile); err != nil {
+				if op, err = operatorRestore(ctx, s, ns, fmt.Sprintf("r%d", round), last, operatorPID, s3srv.PID(), cfg.operatorProfile, pin); err != nil {
 					return err
 				}
-			} else if ref, err = cliRestore(ctx, s, ns, fmt.Sprintf("p%d", round), data, cfg); err != nil {
+			} else if ref, err = cliRestore(ctx, s, ns, fmt.Sprintf("p%d", round), data, cfg, pin); err != nil {
 				return err
 			}
 		}
@@ -490,7 +503,7 @@ const pollEvery = 20 * time.Millisecond
 
 // operatorRestore creates name (3 masters, no replicas) with spec.restoreFrom and times
 // the restore from startedAt appearing to completedAt appearing, polling every pollEvery.
-func operatorRestore(ctx context.Context, s *framework.Stack, ns, name, from string, operatorPID, storePID int, profile string) (figures, error) {
+func operatorRestore(ctx context.Context, s *framework.Stack, ns, name, from string, operatorPID, storePID int, profile string, pin *pinned) (figures, error) {
 	f := figures{method: "operator restore"}
 	c, err := typedClient(s)
 	if err != nil {
@@ -503,6 +516,7 @@ func operatorRestore(ctx context.Context, s *framework.Stack, ns, name, from str
 	defer func() { _ = profiled() }()
 	var began time.Time
 	var op0, store0 time.Duration
+	pinnedServers := false
 	deadline := time.Now().Add(10 * time.Minute)
 	for {
 		var rc redisv1alpha1.RedisCluster
@@ -510,6 +524,14 @@ func operatorRestore(ctx context.Context, s *framework.Stack, ns, name, from str
 			return f, err
 		}
 		st := rc.Status.Restore
+		if !pinnedServers {
+			if pinnedServers, err = pin.servers(ctx, s, ns, name+"-", 3); err != nil {
+				return f, err
+			}
+			if !pinnedServers && st != nil && st.StartedAt != nil {
+				return f, fmt.Errorf("%s: the restore started before its servers were pinned", name)
+			}
+		}
 		if st != nil && st.StartedAt != nil && began.IsZero() {
 			began, op0, store0 = time.Now(), procCPU(operatorPID), procCPU(storePID)
 			profiled = profileOperator(profile, name)
@@ -542,12 +564,15 @@ func operatorRestore(ctx context.Context, s *framework.Stack, ns, name, from str
 
 // cliRestore creates name (3 masters, no replicas) and loads the same keys into it with
 // redis-cli --pipe (cliPipe).
-func cliRestore(ctx context.Context, s *framework.Stack, ns, name string, data dataset, cfg config) (figures, error) {
+func cliRestore(ctx context.Context, s *framework.Stack, ns, name string, data dataset, cfg config, pin *pinned) (figures, error) {
 	if err := applyCluster(ctx, s, ns, name, 3, 0, ""); err != nil {
 		return figures{}, err
 	}
 	if err := s.WaitForPhase(ctx, ns, name, "Running", 5*time.Minute); err != nil {
 		return figures{}, err
+	}
+	if ok, err := pin.servers(ctx, s, ns, name+"-", 3); !ok {
+		return figures{}, fmt.Errorf("-pin: %s's redis-servers not found (%v)", name, err)
 	}
 	password, err := s.Password(ctx, ns, name)
 	if err != nil {
