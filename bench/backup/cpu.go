@@ -1,16 +1,20 @@
 package main
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/hc-middleware/redis-cluster-operator/test/e2e/framework"
 )
 
 // CPU time, the figure that a shared machine's load does not skew: on 2 cores shared with
@@ -156,4 +160,59 @@ func profileOperator(prefix, name string) (wait func() error) {
 	}()
 	time.Sleep(50 * time.Millisecond) // the profile is running before the apply
 	return func() error { return <-done }
+}
+
+// podServers are the host PIDs of the redis-servers of ns's pods whose names start with
+// prefix, and how many such pods there are.
+func podServers(ctx context.Context, s *framework.Stack, ns, prefix string) ([]int, int, error) {
+	pods, err := s.Pods(ctx, ns, "")
+	if err != nil {
+		return nil, 0, err
+	}
+	var uids []string
+	for _, pod := range pods {
+		if strings.HasPrefix(pod.Name, prefix) {
+			uids = append(uids, string(pod.UID))
+		}
+	}
+	pids, err := serverPIDs(uids)
+	return pids, len(uids), err
+}
+
+// serverPIDs are the redis-server processes whose cgroup names one of the pod UIDs (as the
+// kubelet writes it with either cgroup driver).
+func serverPIDs(uids []string) ([]int, error) {
+	procs, err := filepath.Glob("/proc/[0-9]*/comm")
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, comm := range procs {
+		b, err := os.ReadFile(comm)
+		if err != nil || strings.TrimSpace(string(b)) != "redis-server" {
+			continue
+		}
+		dir := filepath.Dir(comm)
+		cg, err := os.ReadFile(filepath.Join(dir, "cgroup"))
+		if err != nil {
+			continue
+		}
+		for _, uid := range uids {
+			if strings.Contains(string(cg), uid) || strings.Contains(string(cg), strings.ReplaceAll(uid, "-", "_")) {
+				pid, _ := strconv.Atoi(filepath.Base(dir))
+				pids = append(pids, pid)
+				break
+			}
+		}
+	}
+	return pids, nil
+}
+
+// sumCPU is procCPU summed over pids.
+func sumCPU(pids []int) time.Duration {
+	var total time.Duration
+	for _, pid := range pids {
+		total += procCPU(pid)
+	}
+	return total
 }

@@ -22,17 +22,18 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -78,6 +79,10 @@ func main() {
 	flag.Parse()
 	stopProfile := profile.StartCPU("bench/backup", *cpuProfile)
 	defer stopProfile()
+	if *local && cfg.pin {
+		fmt.Fprintln(os.Stderr, "bench/backup: -pin is for the devcluster, not -local")
+		os.Exit(2)
+	}
 	if *local {
 		if err := runLocal(context.Background(), cfg); err != nil {
 			stopProfile()
@@ -86,14 +91,18 @@ func main() {
 		}
 		return
 	}
-	err := framework.WithCRD(context.Background(), func(s *framework.Stack) error {
+	// An interrupt cancels the run, so its deferred steps (the namespace's deletion, -pin's
+	// unpinning) still run.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := framework.WithCRD(ctx, func(s *framework.Stack) error {
 		op, err := s.StartOperator("--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0", "--pprof-bind-address="+operatorPprof)
 		if err != nil {
 			return err
 		}
 		defer op.Stop()
 		fmt.Printf("devcluster: operator pid %d, logs in %s\n", op.PID(), op.Logs)
-		return run(context.Background(), s, cfg, op.PID())
+		return run(ctx, s, cfg, op.PID())
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench/backup:", err)
@@ -166,59 +175,35 @@ stringData: {accessKeyID: %s, secretAccessKey: %s}
 		return err
 	}
 
-	var backups, restores [][]figures
-	var last string
-	var pin *pinned
+	b := &bench{s: s, r: r, ns: ns, password: password, tmp: tmp, store: s3srv, operatorPID: operatorPID, cfg: cfg}
 	if cfg.pin {
-		if pin, err = pinClients(operatorPID, s3srv.PID()); err != nil {
+		if b.pin, err = pinClients(operatorPID, s3srv.PID()); err != nil {
 			return err
 		}
-		defer pin.unpin()
-		if ok, err := pin.servers(ctx, s, ns, "demo-", 6); !ok {
-			return fmt.Errorf("-pin: the demo's redis-servers not found (%v)", err)
+		defer b.pin.unpin()
+		if err := b.pin.mustServers(ctx, s, ns, "demo-", 6); err != nil {
+			return err
 		}
 	}
+	var backups, restores [][]figures
 	for round := 0; round < cfg.rounds; round++ {
-		// Backups: who goes first alternates.
-		var op, ref figures
-		name := fmt.Sprintf("b%d", round)
-		masters, err := mastersOf(ctx, s.RouterFor(ns, "demo", ""))
+		op, ref, err := b.backupRound(ctx, round)
 		if err != nil {
 			return err
-		}
-		for _, first := range []bool{round%2 == 0, round%2 == 1} {
-			forks0 := forksCPU(masters, password)
-			if first {
-				op0, store0 := procCPU(operatorPID), procCPU(s3srv.PID())
-				profiled := profileOperator(cfg.operatorProfile, name)
-				if op, err = operatorBackup(ctx, s, r, ns, name, s3srv.Endpoint); err != nil {
-					return err
-				}
-				if err := profiled(); err != nil {
-					return err
-				}
-				op.cpu = cpuUse{clientName: "operator", client: procCPU(operatorPID) - op0, store: procCPU(s3srv.PID()) - store0}
-				op.cpu.forks = forksCPU(masters, password) - forks0
-			} else {
-				if ref, err = cliBackup(ctx, r, masters, password, tmp, cfg); err != nil {
-					return err
-				}
-				ref.cpu.forks = forksCPU(masters, password) - forks0
-			}
 		}
 		backups = append(backups, []figures{op, ref})
 		fmt.Println(op)
 		fmt.Println(ref)
-		last = name
 	}
+	last := fmt.Sprintf("b%d", cfg.rounds-1)
 	for round := 0; round < cfg.rounds; round++ {
 		var op, ref figures
 		for _, first := range []bool{round%2 == 0, round%2 == 1} {
 			if first {
-				if op, err = operatorRestore(ctx, s, ns, fmt.Sprintf("r%d", round), last, operatorPID, s3srv.PID(), cfg.operatorProfile, pin); err != nil {
+				if op, err = operatorRestore(ctx, s, ns, fmt.Sprintf("r%d", round), last, operatorPID, s3srv.PID(), cfg.operatorProfile, b.pin); err != nil {
 					return err
 				}
-			} else if ref, err = cliRestore(ctx, s, ns, fmt.Sprintf("p%d", round), data, cfg, pin); err != nil {
+			} else if ref, err = cliRestore(ctx, s, ns, fmt.Sprintf("p%d", round), data, cfg, b.pin); err != nil {
 				return err
 			}
 		}
@@ -229,6 +214,48 @@ stringData: {accessKeyID: %s, secretAccessKey: %s}
 
 	report(cfg, backups, restores)
 	return nil
+}
+
+// bench is what every round of the devcluster's run uses.
+type bench struct {
+	s                 *framework.Stack
+	r                 *framework.Router
+	ns, password, tmp string
+	store             *redistest.S3Server
+	operatorPID       int
+	cfg               config
+	pin               *pinned
+}
+
+// backupRound is round's backup by each method (backup bROUND for the operator's), who
+// goes first alternating.
+func (b *bench) backupRound(ctx context.Context, round int) (op, ref figures, err error) {
+	name := fmt.Sprintf("b%d", round)
+	masters, err := mastersOf(ctx, b.s.RouterFor(b.ns, "demo", ""))
+	if err != nil {
+		return op, ref, err
+	}
+	for _, first := range []bool{round%2 == 0, round%2 == 1} {
+		forks0 := forksCPU(masters, b.password)
+		if !first {
+			if ref, err = cliBackup(ctx, b.r, masters, b.password, b.tmp, b.cfg); err != nil {
+				return op, ref, err
+			}
+			ref.cpu.forks = forksCPU(masters, b.password) - forks0
+			continue
+		}
+		op0, store0 := procCPU(b.operatorPID), procCPU(b.store.PID())
+		profiled := profileOperator(b.cfg.operatorProfile, name)
+		if op, err = operatorBackup(ctx, b.s, b.r, b.ns, name, b.store.Endpoint); err != nil {
+			return op, ref, err
+		}
+		if err := profiled(); err != nil {
+			return op, ref, err
+		}
+		op.cpu = cpuUse{clientName: "operator", client: procCPU(b.operatorPID) - op0, store: procCPU(b.store.PID()) - store0}
+		op.cpu.forks = forksCPU(masters, b.password) - forks0
+	}
+	return op, ref, nil
 }
 
 func report(cfg config, backups, restores [][]figures) {
@@ -500,184 +527,6 @@ func typedClient(s *framework.Stack) (client.Client, error) {
 // the API server's copy (about a millisecond): a kubectl process per poll cost 100 to 300 ms
 // of the machine's CPU, taken from the backup or restore it timed.
 const pollEvery = 20 * time.Millisecond
-
-// operatorRestore creates name (3 masters, no replicas) with spec.restoreFrom and times
-// the restore from startedAt appearing to completedAt appearing, polling every pollEvery.
-func operatorRestore(ctx context.Context, s *framework.Stack, ns, name, from string, operatorPID, storePID int, profile string, pin *pinned) (figures, error) {
-	f := figures{method: "operator restore"}
-	c, err := typedClient(s)
-	if err != nil {
-		return f, err
-	}
-	if err := applyCluster(ctx, s, ns, name, 3, 0, from); err != nil {
-		return f, err
-	}
-	profiled := func() error { return nil }
-	defer func() { _ = profiled() }()
-	var began time.Time
-	var op0, store0 time.Duration
-	pinnedServers := false
-	deadline := time.Now().Add(10 * time.Minute)
-	for {
-		var rc redisv1alpha1.RedisCluster
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &rc); err != nil {
-			return f, err
-		}
-		st := rc.Status.Restore
-		if !pinnedServers {
-			if pinnedServers, err = pin.servers(ctx, s, ns, name+"-", 3); err != nil {
-				return f, err
-			}
-			if !pinnedServers && st != nil && st.StartedAt != nil {
-				return f, fmt.Errorf("%s: the restore started before its servers were pinned", name)
-			}
-		}
-		if st != nil && st.StartedAt != nil && began.IsZero() {
-			began, op0, store0 = time.Now(), procCPU(operatorPID), procCPU(storePID)
-			profiled = profileOperator(profile, name)
-		}
-		if st != nil && st.CompletedAt != nil {
-			if began.IsZero() {
-				return f, fmt.Errorf("%s: the restore completed before it was seen started; poll faster", name)
-			}
-			f.took, f.keys, f.bytes = time.Since(began), st.Keys, st.Bytes
-			f.cpu = cpuUse{clientName: "operator", client: procCPU(operatorPID) - op0, store: procCPU(storePID) - store0}
-			if st.Attempts != 1 {
-				return f, fmt.Errorf("%s: %d attempts", name, st.Attempts)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			return f, fmt.Errorf("%s: not restored: %+v", name, st)
-		}
-		time.Sleep(pollEvery)
-	}
-	n, err := dbsize(ctx, s.RouterFor(ns, name, ""))
-	if err != nil {
-		return f, err
-	}
-	if n != f.keys {
-		return f, fmt.Errorf("%s holds %d keys, the restore says %d", name, n, f.keys)
-	}
-	return f, nil
-}
-
-// cliRestore creates name (3 masters, no replicas) and loads the same keys into it with
-// redis-cli --pipe (cliPipe).
-func cliRestore(ctx context.Context, s *framework.Stack, ns, name string, data dataset, cfg config, pin *pinned) (figures, error) {
-	if err := applyCluster(ctx, s, ns, name, 3, 0, ""); err != nil {
-		return figures{}, err
-	}
-	if err := s.WaitForPhase(ctx, ns, name, "Running", 5*time.Minute); err != nil {
-		return figures{}, err
-	}
-	if ok, err := pin.servers(ctx, s, ns, name+"-", 3); !ok {
-		return figures{}, fmt.Errorf("-pin: %s's redis-servers not found (%v)", name, err)
-	}
-	password, err := s.Password(ctx, ns, name)
-	if err != nil {
-		return figures{}, err
-	}
-	r := s.RouterFor(ns, name, "")
-	defer r.Close()
-	return cliPipe(ctx, r, password, data, cfg)
-}
-
-// cliPipe loads data into the cluster r routes to with redis-cli --pipe, one per master in
-// parallel, each master its keys as RESP commands built beforehand, and counts its keys.
-func cliPipe(ctx context.Context, r *framework.Router, password string, data dataset, cfg config) (figures, error) {
-	f := figures{method: "redis-cli --pipe (parallel)"}
-	if err := r.Refresh(ctx); err != nil {
-		return f, err
-	}
-	proto := map[string]*bytes.Buffer{}
-	for i := 0; i < data.keys; i++ {
-		c := data.cmd(i)
-		o := r.Owner(framework.KeySlot(c[1].(string)))
-		if proto[o] == nil {
-			proto[o] = &bytes.Buffer{}
-		}
-		b := proto[o]
-		fmt.Fprintf(b, "*%d\r\n", len(c))
-		for _, a := range c {
-			v := fmt.Sprint(a)
-			fmt.Fprintf(b, "$%d\r\n%s\r\n", len(v), v)
-		}
-	}
-	var addrs []string
-	for addr := range proto {
-		addrs = append(addrs, addr)
-	}
-	srvBefore := serversCPU(addrs, password)
-	began := time.Now()
-	type result struct {
-		err error
-		cpu time.Duration
-	}
-	errs := make(chan result, len(proto))
-	for addr, b := range proto {
-		f.bytes += int64(b.Len())
-		go func() {
-			host, port, _ := strings.Cut(addr, ":")
-			cmd := exec.CommandContext(ctx, cfg.redisCli, "-h", host, "-p", port, "--no-auth-warning", "--pipe")
-			cmd.Env = append(os.Environ(), "REDISCLI_AUTH="+password)
-			cmd.Stdin = bytes.NewReader(b.Bytes())
-			out, err := cmd.CombinedOutput()
-			if err == nil && !strings.Contains(string(out), "errors: 0,") {
-				err = fmt.Errorf("errors reported")
-			}
-			if err != nil {
-				err = fmt.Errorf("redis-cli --pipe %s: %w: %s", addr, err, out)
-			}
-			var cpu time.Duration
-			if cmd.ProcessState != nil {
-				cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-			}
-			errs <- result{err, cpu}
-		}()
-	}
-	for range proto {
-		res := <-errs
-		if res.err != nil {
-			return f, res.err
-		}
-		f.cpu.client += res.cpu
-	}
-	f.took = time.Since(began)
-	f.cpu.servers = serversCPU(addrs, password) - srvBefore
-	commandStats(addrs, password, "set")
-	n, err := dbsize(ctx, r)
-	if err != nil {
-		return f, err
-	}
-	if n != int64(data.keys) {
-		return f, fmt.Errorf("%d keys after --pipe, want %d", n, data.keys)
-	}
-	f.keys = n
-	return f, nil
-}
-
-// dbsize sums DBSIZE over the masters r routes to, and closes r.
-func dbsize(ctx context.Context, r *framework.Router) (int64, error) {
-	defer r.Close()
-	if err := r.Refresh(ctx); err != nil {
-		return 0, err
-	}
-	seen := map[string]bool{}
-	var total int64
-	for slot := 0; slot < 16384; slot++ {
-		// A key of each master's first slot routes DBSIZE to it.
-		if o := r.Owner(slot); !seen[o] {
-			seen[o] = true
-			n, err := r.Do(ctx, slotKey(slot), "dbsize").Int64()
-			if err != nil {
-				return 0, err
-			}
-			total += n
-		}
-	}
-	return total, nil
-}
 
 // slotKey is a key of the given slot.
 func slotKey(slot int) string {

@@ -1,13 +1,13 @@
+//go:build linux
+
 package main
 
 import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -22,8 +22,12 @@ import (
 // machines than the masters: both methods' clients then stop taking CPU from the
 // servers. The control plane and the nodes' agents still run on both cores.
 
-// pinned is what -pin did, undone by unpin; a nil *pinned pins nothing.
-type pinned struct{ pids []int }
+// pinned is what -pin did, undone by unpin: each process pinned and the cores it had
+// before; a nil *pinned pins nothing.
+type pinned struct {
+	pids   []int
+	before []unix.CPUSet
+}
 
 // pinClients pins operatorPID, storePID and this process to CPU 1.
 func pinClients(operatorPID, storePID int) (*pinned, error) {
@@ -33,10 +37,23 @@ func pinClients(operatorPID, storePID int) (*pinned, error) {
 	p := &pinned{}
 	for _, pid := range []int{operatorPID, storePID, os.Getpid()} {
 		if err := p.pin(pid, 1); err != nil {
+			p.unpin()
 			return nil, err
 		}
 	}
 	return p, nil
+}
+
+// mustServers is servers, failing when it finds fewer than want.
+func (p *pinned) mustServers(ctx context.Context, s *framework.Stack, ns, prefix string, want int) error {
+	ok, err := p.servers(ctx, s, ns, prefix, want)
+	switch {
+	case err != nil:
+		return fmt.Errorf("-pin: %s*: %w", prefix, err)
+	case !ok:
+		return fmt.Errorf("-pin: %d redis-servers of %s* not found", want, prefix)
+	}
+	return nil
 }
 
 // servers pins to CPU 0 the redis-servers of the pods of ns whose names start with prefix,
@@ -45,18 +62,8 @@ func (p *pinned) servers(ctx context.Context, s *framework.Stack, ns, prefix str
 	if p == nil {
 		return true, nil
 	}
-	pods, err := s.Pods(ctx, ns, "")
-	if err != nil {
-		return false, err
-	}
-	var uids []string
-	for _, pod := range pods {
-		if strings.HasPrefix(pod.Name, prefix) {
-			uids = append(uids, string(pod.UID))
-		}
-	}
-	pids, err := serverPIDs(uids)
-	if err != nil || len(uids) != want || len(pids) != want {
+	pids, pods, err := podServers(ctx, s, ns, prefix)
+	if err != nil || pods != want || len(pids) != want {
 		return false, err
 	}
 	for _, pid := range pids {
@@ -68,33 +75,31 @@ func (p *pinned) servers(ctx context.Context, s *framework.Stack, ns, prefix str
 	return true, nil
 }
 
-// pin sets every thread of pid on cpu.
+// pin sets every thread of pid on cpu, recording the cores it had.
 func (p *pinned) pin(pid, cpu int) error {
-	var set unix.CPUSet
-	set.Set(cpu)
-	if err := setAffinity(pid, &set); err != nil {
-		return err
+	var before, set unix.CPUSet
+	if err := unix.SchedGetaffinity(pid, &before); err != nil {
+		return fmt.Errorf("sched_getaffinity %d: %w", pid, err)
 	}
-	p.pids = append(p.pids, pid)
-	return nil
+	p.pids, p.before = append(p.pids, pid), append(p.before, before)
+	set.Set(cpu)
+	return setAffinity(pid, &set)
 }
 
-// unpin lets every pinned process run on every core again.
+// unpin gives every pinned process the cores it had before.
 func (p *pinned) unpin() {
 	if p == nil {
 		return
 	}
-	var all unix.CPUSet
-	for cpu := range runtime.NumCPU() {
-		all.Set(cpu)
-	}
-	for _, pid := range p.pids {
-		_ = setAffinity(pid, &all)
+	for i, pid := range p.pids {
+		if err := setAffinity(pid, &p.before[i]); err != nil {
+			fmt.Fprintf(os.Stderr, "-pin: process %d keeps its pinning: %v\n", pid, err)
+		}
 	}
 	if len(p.pids) > 0 {
 		fmt.Println("unpinned")
 	}
-	p.pids = nil
+	p.pids, p.before = nil, nil
 }
 
 func setAffinity(pid int, set *unix.CPUSet) error {
@@ -104,38 +109,10 @@ func setAffinity(pid int, set *unix.CPUSet) error {
 	}
 	for _, t := range tasks {
 		tid, _ := strconv.Atoi(t.Name())
-		if err := unix.SchedSetaffinity(tid, set); err != nil {
+		// A thread that ended meanwhile needs nothing.
+		if err := unix.SchedSetaffinity(tid, set); err != nil && err != unix.ESRCH {
 			return fmt.Errorf("sched_setaffinity %d (of %d): %w", tid, pid, err)
 		}
 	}
 	return nil
-}
-
-// serverPIDs are the redis-server processes whose cgroup names one of the pod UIDs (as the
-// kubelet writes it with either cgroup driver).
-func serverPIDs(uids []string) ([]int, error) {
-	procs, err := filepath.Glob("/proc/[0-9]*/comm")
-	if err != nil {
-		return nil, err
-	}
-	var pids []int
-	for _, comm := range procs {
-		b, err := os.ReadFile(comm)
-		if err != nil || strings.TrimSpace(string(b)) != "redis-server" {
-			continue
-		}
-		dir := filepath.Dir(comm)
-		cg, err := os.ReadFile(filepath.Join(dir, "cgroup"))
-		if err != nil {
-			continue
-		}
-		for _, uid := range uids {
-			if strings.Contains(string(cg), uid) || strings.Contains(string(cg), strings.ReplaceAll(uid, "-", "_")) {
-				pid, _ := strconv.Atoi(filepath.Base(dir))
-				pids = append(pids, pid)
-				break
-			}
-		}
-	}
-	return pids, nil
 }

@@ -435,27 +435,28 @@ func TestRestoreSetsEachStringWhereMSETIsRefused(t *testing.T) {
 	if err != nil || p.Keys.Load() != 5000 {
 		t.Fatalf("restore as a user without MSET: %d keys, %v", p.Keys.Load(), err)
 	}
-	sets, msets := 0, 0
-	for _, s := range dst {
+	sets, msets := commandCalls(t, ctx, dst, "set"), commandCalls(t, ctx, dst, "mset")
+	if sets != 5000 || msets != 0 {
+		t.Fatalf("%d SET and %d MSET calls for 5000 strings", sets, msets)
+	}
+}
+
+// commandCalls is how many calls of cmd the servers' INFO commandstats count in all.
+func commandCalls(t *testing.T, ctx context.Context, servers []*redistest.Server, cmd string) int {
+	t.Helper()
+	total := 0
+	for _, s := range servers {
 		c := goredis.NewClient(&goredis.Options{Addr: s.Addr, Password: password})
 		info, err := c.Info(ctx, "commandstats").Result()
 		c.Close()
 		if err != nil {
 			t.Fatal(err)
 		}
-		sets += commandCalls(info, "set")
-		msets += commandCalls(info, "mset")
+		_, after, _ := strings.Cut(info, "cmdstat_"+cmd+":calls=")
+		n, _ := strconv.Atoi(strings.SplitN(after, ",", 2)[0])
+		total += n
 	}
-	if sets != 5000 || msets != 0 {
-		t.Fatalf("%d SET and %d MSET calls for 5000 strings", sets, msets)
-	}
-}
-
-// commandCalls is how many calls of cmd INFO commandstats (info) counts.
-func commandCalls(info, cmd string) int {
-	_, after, _ := strings.Cut(info, "cmdstat_"+cmd+":calls=")
-	n, _ := strconv.Atoi(strings.SplitN(after, ",", 2)[0])
-	return n
+	return total
 }
 
 // stringsCut loads n strings without an expiry into a master of its own and returns its

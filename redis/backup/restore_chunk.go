@@ -90,9 +90,7 @@ func (c *chunk) writeString(s string) {
 // bulk writes b as a RESP bulk string; a big value by reference, copied first unless
 // owned (not reused by its maker once handed over).
 func (c *chunk) bulk(b []byte, owned bool) {
-	h := append(c.hdr[:0], '$')
-	h = strconv.AppendInt(h, int64(len(b)), 10)
-	c.write(append(h, '\r', '\n'))
+	c.write(appendBulkHeader(c.hdr[:0], len(b)))
 	if len(b) >= bigValue && c.big == nil {
 		if !owned {
 			b = bytes.Clone(b)
