@@ -102,7 +102,37 @@ func (r *Reconciler) reconcileAuth(ctx context.Context, s *scope) error {
 			return err
 		}
 	}
+	if err := r.renewClusterUsers(ctx, s); err != nil {
+		return err
+	}
 	return r.reconcileUsers(ctx, s)
+}
+
+// renewClusterUsers sets the default and operator users on every member, and writes
+// NAME-auth again, when NAME-auth's lines for them are not what this operator writes: a
+// cluster made by an older operator, whose user may run fewer commands than
+// redis.OperatorCommands now lists (MSET and ACL DRYRUN for restores, say), would
+// otherwise keep the older rules on every node, and in the file the pods load when they
+// restart, until a rotation or a change of spec.users wrote them again. A rotation under
+// way writes them at its end.
+func (r *Reconciler) renewClusterUsers(ctx context.Context, s *scope) error {
+	a := s.auth
+	if a.previous != "" {
+		return nil
+	}
+	users := redis.ClusterUsers(redis.PasswordHash(a.active))
+	if strings.HasPrefix(a.conf, redis.AuthConf(a.active, users)) {
+		return nil
+	}
+	addrs := memberAddrs(s)
+	if err := redis.ApplyUsers(ctx, r.factoryFor(s), addrs, users); err != nil {
+		return err
+	}
+	if err := r.writeAuthSecret(ctx, s, a.active, "", sortedValues(appUserLines(a.conf))); err != nil {
+		return err
+	}
+	r.Recorder.Eventf(s.cluster, corev1.EventTypeNormal, ReasonUsersApplied, "ACL users on %d instances: set %s and %s to this operator's rules", len(addrs), redis.DefaultUser, redis.OperatorUser)
+	return nil
 }
 
 // rotatePassword rolls the password of spec.passwordSecret in with both passwords valid
