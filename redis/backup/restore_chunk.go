@@ -90,7 +90,7 @@ func (c *chunk) writeString(s string) {
 // bulk writes b as a RESP bulk string; a big value by reference, copied first unless
 // owned (not reused by its maker once handed over).
 func (c *chunk) bulk(b []byte, owned bool) {
-	c.write(appendBulkHeader(c.hdr[:0], len(b)))
+	c.write(appendHeader(c.hdr[:0], '$', len(b)))
 	if len(b) >= bigValue && c.big == nil {
 		if !owned {
 			b = bytes.Clone(b)
@@ -137,9 +137,7 @@ func (c *chunk) restore(e *rdb.Entry, payload []byte, replace bool) {
 
 // msetHeader starts an MSET of n keys; its keys and values follow (groups.write).
 func (c *chunk) msetHeader(n int) {
-	h := append(c.hdr[:0], '*')
-	h = strconv.AppendInt(h, int64(1+2*n), 10)
-	c.write(append(h, "\r\n$4\r\nMSET\r\n"...))
+	c.write(append(appendHeader(c.hdr[:0], '*', 1+2*n), "$4\r\nMSET\r\n"...))
 }
 
 // addKey records a key the chunk writes (its command recorded apart, in cmds).

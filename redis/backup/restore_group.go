@@ -71,10 +71,10 @@ func newGroups(slots, limit int) *groups {
 // add puts key and value in slot's group; it says whether the group is full.
 func (g *groups) add(slot int, key, value []byte) bool {
 	at := len(g.arena)
-	g.arena = appendBulkHeader(g.arena, len(key))
+	g.arena = appendHeader(g.arena, '$', len(key))
 	name := len(g.arena)
 	g.arena = append(append(g.arena, key...), '\r', '\n')
-	g.arena = append(append(appendBulkHeader(g.arena, len(value)), value...), '\r', '\n')
+	g.arena = append(append(appendHeader(g.arena, '$', len(value)), value...), '\r', '\n')
 	i := int32(len(g.keys))
 	g.keys = append(g.keys, groupedKey{at: int32(at), end: int32(len(g.arena)), name: int32(name), nameLen: int32(len(key)),
 		counted: int32(len(value)), next: -1})
@@ -108,8 +108,9 @@ func (g *groups) reset() {
 	g.arena, g.keys = g.arena[:0], g.keys[:0]
 }
 
-func appendBulkHeader(b []byte, n int) []byte {
-	b = append(b, '$')
+// appendHeader appends a RESP header: kind ('$' a bulk string, '*' an array) and n.
+func appendHeader(b []byte, kind byte, n int) []byte {
+	b = append(b, kind)
 	b = strconv.AppendInt(b, int64(n), 10)
 	return append(b, '\r', '\n')
 }
