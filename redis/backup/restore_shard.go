@@ -80,6 +80,10 @@ type shardRestore struct {
 	chunks []*chunk // by master, as routes.feeds
 	value  []byte   // a string's value, decoded (reused)
 	n      int
+	// nowMs is the clock an expiry is compared with, read again every 1024 keys (a read
+	// per key cost 4% of the restore's CPU): a key expiring meanwhile is sent with its
+	// expiry passed, and the master drops it as it would have.
+	nowMs int64
 	// groups are the strings waiting for an MSET (restore_group.go).
 	groups *groups
 }
@@ -89,7 +93,7 @@ func (sr *shardRestore) entry(e *rdb.Entry) error {
 	if e.DB != 0 {
 		return fmt.Errorf("%w: key %q is in database %d; a cluster has only database 0", ErrIncompatible, e.Key, e.DB)
 	}
-	if sr.n++; sr.n%1024 == 0 {
+	if sr.n++; sr.n%1024 == 1 {
 		// A master whose keys are rare would have them wait in their chunk for long: send
 		// every chunk now and then.
 		if err := sr.ctx.Err(); err != nil {
@@ -98,8 +102,9 @@ func (sr *shardRestore) entry(e *rdb.Entry) error {
 		if err := sr.sendAll(); err != nil {
 			return err
 		}
+		sr.nowMs = time.Now().UnixMilli()
 	}
-	if e.ExpireAtMs != 0 && e.ExpireAtMs <= time.Now().UnixMilli() {
+	if e.ExpireAtMs != 0 && e.ExpireAtMs <= sr.nowMs {
 		sr.p.Expired.Add(1)
 		return nil
 	}
