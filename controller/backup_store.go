@@ -84,7 +84,8 @@ func backupDir(b *redisv1alpha1.RedisClusterBackup) string {
 	return path.Join(destinationOf(b, "").prefix(), b.Namespace, b.Name)
 }
 
-// backupStorePod is the name of the store pod of backup b (and of its token Secret).
+// backupStorePod is the name of the store pod of backup b (and, with -tls, of its key
+// pair's Secret).
 func backupStorePod(b *redisv1alpha1.RedisClusterBackup) string { return b.Name + "-backup-store" }
 
 // restoreStorePod is the name of the store pod a restore into cluster reads through.

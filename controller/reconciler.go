@@ -70,8 +70,8 @@ type Reconciler struct {
 	gc gcWhileMoving
 	// ownImage guards Options.StoreImage, learnt from the operator's own pod (storeImage).
 	ownImage sync.Mutex
-	// storeTokens are the store pods' tokens (storepod.go).
-	storeTokens storeTokens
+	// storeIdentities are the store pods' tokens and key pairs (storepod.go).
+	storeIdentities storeIdentities
 	// wakeups reconcile a cluster when work of its own goroutine ends (wake.go).
 	wakeups wakeups
 }

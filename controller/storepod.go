@@ -2,8 +2,6 @@ package controller
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
@@ -27,12 +25,14 @@ import (
 
 // A PersistentVolumeClaim destination is served by a store pod: the operator's own image
 // running `manager backup-store` with the claim mounted at /backup (redis/backup's
-// StoreHandler over a Dir), which the operator reaches over HTTP with a token of the
-// pod's own. The token lives in the operator's memory only (storeTokens); the pod's spec
-// holds its SHA-256, which lets no one in, so no Secret is written for it. After an
-// operator restart the token is new and the pod is replaced. The cut, the upload, the manifest, the restore and the deletion of
-// the objects are the operator's, exactly as for S3: only the Store differs. The pod is
-// owned by what uses it (the backup, or the restoring cluster) and deleted once done.
+// StoreHandler over a Dir), which the operator reaches over HTTPS with a token and a
+// certificate of the pod's own (backup.StoreIdentity). The token lives in the operator's
+// memory only (storeIdentities); the pod's spec holds its SHA-256, which lets no one in.
+// The key pair goes to the pod in Secret NAME-tls, made before it; the operator trusts that
+// certificate alone. After an operator restart both are new and the pod is replaced. The
+// cut, the upload, the manifest, the restore and the deletion of the objects are the
+// operator's, exactly as for S3: only the Store differs. The pod and its Secret are owned
+// by what uses them (the backup, or the restoring cluster) and deleted once done.
 
 // storeBindTimeout is how long a store pod may wait for its claim or its start before
 // the reason says what is wrong (PVCNotBound, StorePodNotReady).
@@ -70,13 +70,16 @@ func (r *Reconciler) storePod(ctx context.Context, owner client.Object, name str
 	if reason, msg, err := r.ensureStorePolicy(ctx, owner, name, field); err != nil || reason != "" {
 		return nil, reason, msg, err
 	}
-	token := r.storeTokens.token(ns, name)
+	id, err := r.storeIdentities.identity(ns, name)
+	if err != nil {
+		return nil, "", "", err
+	}
 	pod := &corev1.Pod{}
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod); client.IgnoreNotFound(err) != nil {
 		return nil, "", "", err
 	} else if err == nil && !metav1.IsControlledBy(pod, owner) {
 		return nil, ReasonStorePodRefused, fmt.Sprintf("%s: a pod named %s exists that the operator did not create for %s; rename or delete it", field, name, owner.GetName()), nil
-	} else if err == nil && (podDigest(pod) != backup.TokenDigest(token) || podEnded(pod)) {
+	} else if err == nil && (!podMadeFor(pod, id) || podEnded(pod)) {
 		// Made before the operator restarted (another token), or ended: replaced.
 		uid := pod.UID
 		if err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
@@ -84,7 +87,10 @@ func (r *Reconciler) storePod(ctx context.Context, owner client.Object, name str
 		}
 		return nil, ReasonStoreStarting, fmt.Sprintf("store pod %s replaced (a new token, or it had ended)", name), nil
 	} else if err != nil {
-		pod = storePodSpec(ns, name, claim, image, backup.TokenDigest(token))
+		if reason, msg, err := r.writeStoreSecret(ctx, owner, name, field, id); err != nil || reason != "" {
+			return nil, reason, msg, err
+		}
+		pod = storePodSpec(ns, name, claim, image, id)
 		if err := controllerutil.SetControllerReference(owner, pod, r.Client.Scheme()); err != nil {
 			return nil, "", "", err
 		}
@@ -97,8 +103,8 @@ func (r *Reconciler) storePod(ctx context.Context, owner client.Object, name str
 		return nil, ReasonStoreStarting, fmt.Sprintf("store pod %s created to mount PersistentVolumeClaim %s", name, claim), nil
 	}
 	if podReady(pod) && pod.Status.PodIP != "" {
-		url := "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(backup.StorePort))
-		return &backup.Remote{URL: url, Token: token, Claim: "PersistentVolumeClaim " + claim}, "", "", nil
+		url := "https://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(backup.StorePort))
+		return &backup.Remote{URL: url, Token: id.Token, Cert: id.CertPEM, Claim: "PersistentVolumeClaim " + claim}, "", "", nil
 	}
 	return nil, storeNotReady(pod, pvc), storeNotReadyMessage(pod, pvc, field), nil
 }
@@ -139,44 +145,79 @@ func pvcPhase(pvc *corev1.PersistentVolumeClaim) string {
 	return string(pvc.Status.Phase)
 }
 
-// storeTokens are the store pods' tokens, by namespace/name, in memory only.
-type storeTokens struct {
-	mu     sync.Mutex
-	tokens map[string]string
+// storeIdentities are the store pods' tokens and key pairs, by namespace/name, in memory
+// only.
+type storeIdentities struct {
+	mu  sync.Mutex
+	ids map[string]backup.StoreIdentity
 }
 
-// token is pod ns/name's token, a new random one the first time.
-func (t *storeTokens) token(ns, name string) string {
+// identity is pod ns/name's identity, a new one the first time.
+func (t *storeIdentities) identity(ns, name string) (backup.StoreIdentity, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.tokens == nil {
-		t.tokens = map[string]string{}
+	if t.ids == nil {
+		t.ids = map[string]backup.StoreIdentity{}
 	}
 	key := ns + "/" + name
-	if t.tokens[key] == "" {
-		raw := make([]byte, 32)
-		_, _ = rand.Read(raw)
-		t.tokens[key] = hex.EncodeToString(raw)
+	if id, ok := t.ids[key]; ok {
+		return id, nil
 	}
-	return t.tokens[key]
+	id, err := backup.NewStoreIdentity()
+	if err != nil {
+		return id, fmt.Errorf("making the store pod's key pair: %w", err)
+	}
+	t.ids[key] = id
+	return id, nil
 }
 
-func (t *storeTokens) forget(ns, name string) {
+func (t *storeIdentities) forget(ns, name string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.tokens, ns+"/"+name)
+	delete(t.ids, ns+"/"+name)
 }
 
-// podDigest is the token digest a store pod was given.
-func podDigest(pod *corev1.Pod) string {
+// podMadeFor tells whether a store pod was made with id: given its token's digest and its
+// certificate's.
+func podMadeFor(pod *corev1.Pod, id backup.StoreIdentity) bool {
+	want := map[string]string{backup.StoreTokenEnv: backup.TokenDigest(id.Token), backup.StoreCertEnv: backup.CertDigest(id.CertPEM)}
 	for _, c := range pod.Spec.Containers {
 		for _, e := range c.Env {
-			if e.Name == backup.StoreTokenEnv {
-				return e.Value
+			if v, ok := want[e.Name]; ok && v == e.Value {
+				delete(want, e.Name)
 			}
 		}
 	}
-	return ""
+	return len(want) == 0
+}
+
+// storeSecret is the Secret that gives store pod name its key pair.
+func storeSecret(name string) string { return name + "-tls" }
+
+// writeStoreSecret writes id's key pair into the store pod's Secret (made, or updated
+// from an earlier identity), owned by owner; a Secret of that name the operator did not
+// make is left alone, with a reason.
+func (r *Reconciler) writeStoreSecret(ctx context.Context, owner client.Object, name, field string, id backup.StoreIdentity) (string, string, error) {
+	data := map[string][]byte{corev1.TLSCertKey: id.CertPEM, corev1.TLSPrivateKeyKey: id.KeyPEM}
+	sec := &corev1.Secret{}
+	key := client.ObjectKey{Namespace: owner.GetNamespace(), Name: storeSecret(name)}
+	if err := r.APIReader.Get(ctx, key, sec); client.IgnoreNotFound(err) != nil {
+		return "", "", err
+	} else if err == nil {
+		if !metav1.IsControlledBy(sec, owner) || !hasLabels(sec, storeLabels()) {
+			return ReasonStorePodRefused, fmt.Sprintf("%s: a Secret named %s exists that the operator did not create for %s; rename or delete it", field, key.Name, owner.GetName()), nil
+		}
+		// Preconditioned on what was read and judged: one replaced meanwhile is not taken over.
+		patch := client.MergeFromWithOptions(sec.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		sec.Data = data
+		return "", "", r.Client.Patch(ctx, sec, patch)
+	}
+	sec = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: storePodLabels(name)},
+		Type: corev1.SecretTypeTLS, Data: data}
+	if err := controllerutil.SetControllerReference(owner, sec, r.Client.Scheme()); err != nil {
+		return "", "", err
+	}
+	return "", "", r.Client.Create(ctx, sec)
 }
 
 func podEnded(pod *corev1.Pod) bool {
@@ -185,10 +226,12 @@ func podEnded(pod *corev1.Pod) bool {
 
 // releaseStore deletes the store pod name, then its NetworkPolicy, if they are the
 // operator's (their labels: a user's object of that name is left alone), and forgets its
-// token. The pod stops listening once told to stop, so the policy going right after it
-// opens nothing that still serves.
+// token and key pair. The pod stops listening once told to stop, so the policy going right
+// after it opens nothing that still serves. The pod's Secret stays until its owner goes
+// (the operator deletes no Secret): its key pair opens nothing once forgotten, since the
+// operator trusts the certificate of a pod it made, and a new pod gets a new one.
 func (r *Reconciler) releaseStore(ctx context.Context, ns, name string) error {
-	r.storeTokens.forget(ns, name)
+	r.storeIdentities.forget(ns, name)
 	for _, obj := range []client.Object{&corev1.Pod{}, &networkingv1.NetworkPolicy{}} {
 		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
 			if client.IgnoreNotFound(err) != nil {
@@ -252,8 +295,8 @@ func storePodLabels(name string) map[string]string {
 
 // storePodSpec is the store pod: restricted (non-root, no privilege escalation, no
 // capability, RuntimeDefault seccomp, read-only root), no ServiceAccount token, the claim
-// at /backup, ready once it serves.
-func storePodSpec(ns, name, claim, image, digest string) *corev1.Pod {
+// at /backup and its key pair (Secret NAME-tls) at /tls, ready once it serves HTTPS.
+func storePodSpec(ns, name, claim, image string, id backup.StoreIdentity) *corev1.Pod {
 	port := intstr.FromInt32(backup.StorePort)
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: storePodLabels(name)},
@@ -267,10 +310,12 @@ func storePodSpec(ns, name, claim, image, digest string) *corev1.Pod {
 			},
 			Containers: []corev1.Container{{
 				Name: "store", Image: image,
-				Args:           []string{"backup-store", "--dir=/backup"},
-				Ports:          []corev1.ContainerPort{{Name: "store", ContainerPort: backup.StorePort}},
-				Env:            []corev1.EnvVar{{Name: backup.StoreTokenEnv, Value: digest}},
-				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: port}}, PeriodSeconds: 1},
+				Args:  []string{"backup-store", "--dir=/backup"},
+				Ports: []corev1.ContainerPort{{Name: "store", ContainerPort: backup.StorePort}},
+				Env: []corev1.EnvVar{{Name: backup.StoreTokenEnv, Value: backup.TokenDigest(id.Token)},
+					{Name: backup.StoreCertEnv, Value: backup.CertDigest(id.CertPEM)}},
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+					Path: "/healthz", Port: port, Scheme: corev1.URISchemeHTTPS}}, PeriodSeconds: 1},
 				Resources: corev1.ResourceRequirements{
 					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
 					Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
@@ -279,10 +324,15 @@ func storePodSpec(ns, name, claim, image, digest string) *corev1.Pod {
 					AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true), RunAsNonRoot: ptr.To(true),
 					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 				},
-				VolumeMounts: []corev1.VolumeMount{{Name: "backup", MountPath: "/backup"}},
+				VolumeMounts: []corev1.VolumeMount{{Name: "backup", MountPath: "/backup"}, {Name: "tls", MountPath: "/tls", ReadOnly: true}},
 			}},
-			Volumes: []corev1.Volume{{Name: "backup", VolumeSource: corev1.VolumeSource{
-				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}},
+			Volumes: []corev1.Volume{
+				{Name: "backup", VolumeSource: corev1.VolumeSource{
+					PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}},
+				// Readable by the store's group (fsGroup) only.
+				{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+					SecretName: storeSecret(name), DefaultMode: ptr.To(int32(0o440))}}},
+			},
 		},
 	}
 }

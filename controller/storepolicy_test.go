@@ -59,7 +59,7 @@ func TestStorePodGetsANetworkPolicyWithTheClusters(t *testing.T) {
 
 	h.writes()
 	g.Expect(reasonOf(b, name)).To(Equal(ReasonStoreStarting))
-	g.Expect(h.writes()).To(Equal([]string{"create *v1.NetworkPolicy " + name, "create *v1.Pod " + name}), "the policy first")
+	g.Expect(h.writes()).To(Equal([]string{"create *v1.NetworkPolicy " + name, "create *v1.Secret " + storeSecret(name), "create *v1.Pod " + name}), "the policy first, the key pair before the pod")
 	np, err := policy(name)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(metav1.GetControllerOf(np).UID).To(Equal(b.UID))
@@ -71,7 +71,7 @@ func TestStorePodGetsANetworkPolicyWithTheClusters(t *testing.T) {
 		return sel.Matches(labels.Set(pod.Labels))
 	}
 	g.Expect(selects(pod)).To(BeTrue())
-	other := storePodSpec(ns, "other-backup-store", "backups", "img", "")
+	other := storePodSpec(ns, "other-backup-store", "backups", "img", backup.StoreIdentity{})
 	g.Expect(selects(other)).To(BeFalse(), "another store pod is not this policy's")
 	g.Expect(np.Spec.PolicyTypes).To(Equal([]networkingv1.PolicyType{networkingv1.PolicyTypeIngress}))
 	g.Expect(np.Spec.Ingress).To(HaveLen(1))
@@ -180,4 +180,91 @@ func newPVCBackup(t *testing.T, ns, name, cluster string) *redisv1alpha1.RedisCl
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestStorePodGetsItsKeyPairInASecret: a store pod's key pair is in Secret NAME-tls, made
+// before it and owned by its owner, mounted at /tls; its spec holds the digests of the
+// token and the certificate only, and its probe speaks HTTPS. An operator that restarted
+// (a new identity) replaces the pod and writes the new key pair into the Secret before the
+// new pod. A Secret of that name the operator did not make is refused and left alone.
+// Released, the pod goes and the Secret stays with its owner (the operator deletes no
+// Secret), the identity forgotten: a new pod gets a new key pair.
+func TestStorePodGetsItsKeyPairInASecret(t *testing.T) {
+	g := NewWithT(t)
+	h := newHarness(t)
+	ctx := context.Background()
+	h.r.Options.StoreImage = "operator:dev"
+	ns := newNamespace(t)
+	newClaim(t, ns)
+	rc := newCluster(ns, 6)
+	g.Expect(apiClient.Create(ctx, rc)).To(Succeed())
+	b := newPVCBackup(t, ns, "nightly", rc.Name)
+	name := backupStorePod(b)
+	open := func(b *redisv1alpha1.RedisClusterBackup, name string) (backup.Store, string, string) {
+		store, reason, msg, err := h.r.storePod(ctx, b, name, destinationOf(b, ""))
+		g.Expect(err).NotTo(HaveOccurred())
+		return store, reason, msg
+	}
+	secret := func() *corev1.Secret {
+		sec := &corev1.Secret{}
+		g.Expect(apiClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: storeSecret(name)}, sec)).To(Succeed())
+		return sec
+	}
+	pod := func() *corev1.Pod {
+		p := &corev1.Pod{}
+		g.Expect(apiClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, p)).To(Succeed())
+		return p
+	}
+
+	_, reason, _ := open(b, name)
+	g.Expect(reason).To(Equal(ReasonStoreStarting))
+	id, err := h.r.storeIdentities.identity(ns, name)
+	g.Expect(err).NotTo(HaveOccurred())
+	sec := secret()
+	g.Expect(sec.Type).To(Equal(corev1.SecretTypeTLS))
+	g.Expect(sec.Data).To(Equal(map[string][]byte{corev1.TLSCertKey: id.CertPEM, corev1.TLSPrivateKeyKey: id.KeyPEM}))
+	g.Expect(metav1.GetControllerOf(sec).UID).To(Equal(b.UID))
+	first := pod()
+	c := first.Spec.Containers[0]
+	g.Expect(c.Env).To(Equal([]corev1.EnvVar{{Name: backup.StoreTokenEnv, Value: backup.TokenDigest(id.Token)},
+		{Name: backup.StoreCertEnv, Value: backup.CertDigest(id.CertPEM)}}), "digests only: nothing in the pod's spec lets anyone in")
+	g.Expect(c.ReadinessProbe.HTTPGet.Scheme).To(Equal(corev1.URISchemeHTTPS))
+	g.Expect(c.VolumeMounts).To(ContainElement(corev1.VolumeMount{Name: "tls", MountPath: "/tls", ReadOnly: true}))
+	g.Expect(first.Spec.Volumes[1].Secret.SecretName).To(Equal(storeSecret(name)))
+	g.Expect(podMadeFor(first, id)).To(BeTrue())
+
+	// The operator restarted: a new identity; the pod goes, then the Secret gets the new
+	// key pair before the new pod is made.
+	h.r.storeIdentities.forget(ns, name)
+	_, reason, _ = open(b, name)
+	g.Expect(reason).To(Equal(ReasonStoreStarting))
+	g.Expect(apierrors.IsNotFound(apiClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.Pod{}))).To(BeTrue(), "the pod of the old identity is replaced")
+	h.writes()
+	open(b, name)
+	g.Expect(h.writes()).To(Equal([]string{"patch *v1.Secret " + storeSecret(name), "create *v1.Pod " + name}))
+	renewed, err := h.r.storeIdentities.identity(ns, name)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(renewed.CertPEM).NotTo(Equal(id.CertPEM))
+	g.Expect(secret().Data[corev1.TLSCertKey]).To(Equal(renewed.CertPEM))
+	g.Expect(podMadeFor(pod(), renewed)).To(BeTrue())
+	g.Expect(podMadeFor(pod(), id)).To(BeFalse())
+
+	// Released: the pod goes, the identity is forgotten, the Secret stays with its owner.
+	g.Expect(h.r.releaseStore(ctx, ns, name)).To(Succeed())
+	g.Expect(apierrors.IsNotFound(apiClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.Pod{}))).To(BeTrue())
+	g.Expect(secret().Data[corev1.TLSCertKey]).To(Equal(renewed.CertPEM))
+	again, err := h.r.storeIdentities.identity(ns, name)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(again.CertPEM).NotTo(Equal(renewed.CertPEM), "a released store's key pair is never trusted again")
+
+	// A Secret of that name the operator did not make: refused, left alone, no pod.
+	weekly := newPVCBackup(t, ns, "weekly", rc.Name)
+	mine := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: storeSecret(backupStorePod(weekly))}, StringData: map[string]string{"k": "v"}}
+	g.Expect(apiClient.Create(ctx, mine)).To(Succeed())
+	_, reason, msg := open(weekly, backupStorePod(weekly))
+	g.Expect(reason).To(Equal(ReasonStorePodRefused))
+	g.Expect(msg).To(ContainSubstring("spec.pvc.claimName: a Secret named weekly-backup-store-tls exists"))
+	g.Expect(apierrors.IsNotFound(apiClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: backupStorePod(weekly)}, &corev1.Pod{}))).To(BeTrue())
+	g.Expect(h.r.releaseStore(ctx, ns, backupStorePod(weekly))).To(Succeed())
+	g.Expect(apiClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: mine.Name}, mine)).To(Succeed())
 }

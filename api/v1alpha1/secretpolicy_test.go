@@ -12,6 +12,7 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
@@ -90,6 +91,30 @@ func TestOperatorSecretWritePolicy(t *testing.T) {
 		t.Fatalf("the operator was refused an apply of its own NAME-auth: %v", err)
 	}
 
+	// A store pod's key pair, as the controller writes it (controller/storepod.go
+	// writeStoreSecret): owned by the backup, or by the restoring cluster, it is named after.
+	storeSecret := func(name, pod, kind, owner string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+			Labels: map[string]string{redisv1alpha1.LabelName: "redis-backup-store", redisv1alpha1.LabelInstance: pod,
+				redisv1alpha1.LabelManagedBy: redisv1alpha1.ManagedBy},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: redisv1alpha1.GroupVersion.String(), Kind: kind, Name: owner,
+				UID: rc.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
+			Type: corev1.SecretTypeTLS, Data: map[string][]byte{corev1.TLSCertKey: []byte("c"), corev1.TLSPrivateKeyKey: []byte("k")}}
+	}
+	for _, sec := range []*corev1.Secret{storeSecret("nightly-backup-store-tls", "nightly-backup-store", "RedisClusterBackup", "nightly"),
+		storeSecret("demo-restore-store-tls", "demo-restore-store", "RedisCluster", "demo")} {
+		if err := operator.Create(ctx, sec); err != nil {
+			t.Fatalf("the operator was refused the store pod's key pair %s: %v", sec.Name, err)
+		}
+		patch := client.MergeFrom(sec.DeepCopy())
+		sec.Data[corev1.TLSCertKey] = []byte("c2")
+		if err := operator.Patch(ctx, sec, patch); err != nil {
+			t.Fatalf("the operator was refused a new key pair in %s: %v", sec.Name, err)
+		}
+	}
+	unlabelled := storeSecret("weekly-backup-store-tls", "weekly-backup-store", "RedisClusterBackup", "weekly")
+	delete(unlabelled.Labels, redisv1alpha1.LabelName)
+
 	// Someone's Secret under the name NAME-auth of another cluster.
 	theirs := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shop-auth"}, Data: map[string][]byte{"token": []byte("theirs")}}
 	if err := k8sClient.Create(ctx, theirs); err != nil {
@@ -106,6 +131,12 @@ func TestOperatorSecretWritePolicy(t *testing.T) {
 			"writes only Secret NAME-auth"},
 		{"taking over someone's Secret", apply(authSecret("shop-auth", "shop")), "does not take over a Secret it does not own"},
 		{"delete", operator.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo-auth"}}), "never deletes a Secret"},
+		{"a key pair named after another backup", operator.Create(ctx, storeSecret("other-backup-store-tls", "other-backup-store", "RedisClusterBackup", "nightly")),
+			"writes only Secret NAME-auth"},
+		{"a backup's key pair owned by a cluster", operator.Create(ctx, storeSecret("web-backup-store-tls", "web-backup-store", "RedisCluster", "web")),
+			"writes only Secret NAME-auth"},
+		{"a key pair not labelled as a store's", operator.Create(ctx, unlabelled), "writes only Secret NAME-auth"},
+		{"a store's key pair deleted", operator.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nightly-backup-store-tls"}}), "never deletes a Secret"},
 	} {
 		if c.err == nil || !strings.Contains(c.err.Error(), c.want) {
 			t.Errorf("%s: got %v, want a refusal %q", c.name, c.err, c.want)

@@ -17,13 +17,17 @@ import (
 // the operator's side of a PersistentVolumeClaim destination. Put streams the object and
 // checks that the pod wrote the bytes it sent (size and SHA-256 computed on both sides).
 type Remote struct {
-	// URL is the store pod's base URL, http://POD-IP:8080.
+	// URL is the store pod's base URL, https://POD-IP:8080.
 	URL   string
 	Token string
+	// Cert is the store pod's certificate (PEM), the only one trusted (storetls.go); nil
+	// only for a test's plain-HTTP server.
+	Cert []byte
 	// Claim names the volume in errors ("PersistentVolumeClaim backups").
 	Claim  string
 	once   sync.Once
 	client *http.Client
+	tlsErr error
 }
 
 // StoreError is an error answer of a store pod.
@@ -50,16 +54,19 @@ func (e *StoreError) Unwrap() error {
 // http is the client every request goes through, built once: the shards' uploads share
 // one Remote from as many goroutines. A redirect is never followed (the token would go
 // with it).
-func (s *Remote) http() *http.Client {
+func (s *Remote) http() (*http.Client, error) {
 	s.once.Do(func() {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
+		if s.Cert != nil {
+			tr.TLSClientConfig, s.tlsErr = pinnedTLS(s.Cert)
+		}
 		tr.DialContext = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 		tr.ResponseHeaderTimeout = time.Minute
 		s.client = &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		}}
 	})
-	return s.client
+	return s.client, s.tlsErr
 }
 
 // call sends one request and returns the response of a 2xx answer; the caller closes it.
@@ -68,8 +75,12 @@ func (s *Remote) call(ctx context.Context, method, rawPath string, body io.Reade
 	if err != nil {
 		return nil, err
 	}
+	hc, err := s.http()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.Claim, err)
+	}
 	req.Header.Set("Authorization", "Bearer "+s.Token)
-	resp, err := s.http().Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.Claim, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
@@ -23,11 +25,27 @@ func remoteDir(t *testing.T) (*Remote, string) {
 	return serveDir(t, root), root
 }
 
-// serveDir serves the directory root as a store pod does, and returns a client of it.
+// serveDir serves the directory root as a store pod does (HTTPS with a key pair of its
+// own), and returns a client of it.
 func serveDir(t *testing.T, root string) *Remote {
-	srv := httptest.NewServer(StoreHandler(Dir{Root: root}, TokenDigest("s3cret"), log.New(io.Discard, "", 0)))
+	id := storeIdentity(t)
+	pair, err := tls.X509KeyPair(id.CertPEM, id.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(StoreHandler(Dir{Root: root}, TokenDigest(id.Token), log.New(io.Discard, "", 0)))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS13}
+	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	return &Remote{URL: srv.URL, Token: "s3cret", Claim: "PersistentVolumeClaim test"}
+	return &Remote{URL: srv.URL, Token: id.Token, Cert: id.CertPEM, Claim: "PersistentVolumeClaim test"}
+}
+
+func storeIdentity(t *testing.T) StoreIdentity {
+	id, err := NewStoreIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }
 
 // TestDirStoreThroughItsPodGivesWhatS3Gives writes the same object to a bucket of a real
@@ -103,7 +121,7 @@ func TestStorePodRefusesWithoutToken(t *testing.T) {
 	remote, root := remoteDir(t)
 	var se *StoreError
 	for _, token := range []string{"guess", ""} {
-		wrong := &Remote{URL: remote.URL, Token: token, Claim: remote.Claim}
+		wrong := &Remote{URL: remote.URL, Token: token, Cert: remote.Cert, Claim: remote.Claim}
 		if _, err := wrong.List(ctx, ""); !errors.As(err, &se) || se.Status != http.StatusUnauthorized {
 			t.Fatalf("token %q: %v", token, err)
 		}
@@ -114,5 +132,54 @@ func TestStorePodRefusesWithoutToken(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "..", "escape")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("written outside the directory: %v", err)
+	}
+}
+
+// TestStorePodIsTrustedByItsCertificateAlone: the operator's client of a store pod trusts
+// the certificate it made for that pod and no other: a pod serving another key pair (as
+// one on the pod's address would) gets no request, so neither the token nor a byte; a
+// client that does not pin (plain HTTP, or the system's roots) is refused too. The store
+// server starts only with the certificate its pod was made for, and a token digest.
+func TestStorePodIsTrustedByItsCertificateAlone(t *testing.T) {
+	ctx := context.Background()
+	remote, _ := remoteDir(t)
+	other := storeIdentity(t)
+	for name, c := range map[string]*Remote{
+		"another pod's certificate": {URL: remote.URL, Token: remote.Token, Cert: other.CertPEM, Claim: remote.Claim},
+		"the system's roots":        {URL: remote.URL, Token: remote.Token, Claim: remote.Claim},
+		"plain HTTP":                {URL: strings.Replace(remote.URL, "https:", "http:", 1), Token: remote.Token, Claim: remote.Claim},
+	} {
+		if _, err := c.List(ctx, ""); err == nil {
+			t.Fatalf("%s: the store pod was trusted", name)
+		} else if name != "plain HTTP" && !strings.Contains(err.Error(), "certificate") {
+			t.Fatalf("%s: refused, but not for its certificate: %v", name, err)
+		}
+	}
+	if _, err := remote.List(ctx, ""); err != nil {
+		t.Fatalf("the pinned certificate: %v", err)
+	}
+
+	dir, own := t.TempDir(), storeIdentity(t)
+	for name, b := range map[string][]byte{"tls.crt": own.CertPEM, "tls.key": own.KeyPEM} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := []string{"--dir", dir, "--tls-cert", filepath.Join(dir, "tls.crt"), "--tls-key", filepath.Join(dir, "tls.key")}
+	for _, c := range []struct{ token, cert, refusal string }{
+		{TokenDigest(own.Token), CertDigest(own.CertPEM), ""},
+		{TokenDigest(own.Token), CertDigest(other.CertPEM), StoreCertEnv},
+		{TokenDigest(own.Token), "", StoreCertEnv},
+		{"", CertDigest(own.CertPEM), StoreTokenEnv},
+	} {
+		t.Setenv(StoreTokenEnv, c.token)
+		t.Setenv(StoreCertEnv, c.cert)
+		srv, _, err := storeServer(args)
+		switch {
+		case c.refusal == "" && (err != nil || srv.TLSConfig == nil || len(srv.TLSConfig.Certificates) != 1):
+			t.Fatalf("the pod's own certificate: %v", err)
+		case c.refusal != "" && (err == nil || !strings.Contains(err.Error(), c.refusal)):
+			t.Fatalf("token digest %q, certificate digest %q: want a refusal naming %s, got %v", c.token, c.cert, c.refusal, err)
+		}
 	}
 }

@@ -129,25 +129,16 @@ func (s *statusRecorder) WriteHeader(code int) {
 }
 
 // RunStoreServer is the manager's "backup-store" subcommand, the process of a store pod:
-// it serves the directory --dir (where the PersistentVolumeClaim is mounted) on
-// --listen until SIGTERM, to the holders of the token $BACKUP_STORE_TOKEN_SHA256 is the digest of.
+// it serves the directory --dir (where the PersistentVolumeClaim is mounted) over HTTPS
+// on --listen until SIGTERM, with the key pair --tls-cert and --tls-key (the certificate
+// $BACKUP_STORE_CERT_SHA256 is the digest of), to the holders of the token
+// $BACKUP_STORE_TOKEN_SHA256 is the digest of.
 func RunStoreServer(args []string) error {
-	fs := flag.NewFlagSet("backup-store", flag.ContinueOnError)
-	dir := fs.String("dir", "/backup", "Directory the backups' objects are written under (the volume's mount).")
-	listen := fs.String("listen", fmt.Sprintf(":%d", StorePort), "Address to serve on.")
-	if err := fs.Parse(args); err != nil {
+	srv, dir, err := storeServer(args)
+	if err != nil {
 		return err
 	}
-	digest := os.Getenv(StoreTokenEnv)
-	if raw, err := hex.DecodeString(digest); err != nil || len(raw) != sha256.Size {
-		return fmt.Errorf("$%s is not a SHA-256 digest: the store would serve anyone", StoreTokenEnv)
-	}
-	if st, err := os.Stat(*dir); err != nil || !st.IsDir() {
-		return fmt.Errorf("--dir %s: not a directory (%v)", *dir, err)
-	}
-	logger := log.New(os.Stderr, "", log.LstdFlags|log.LUTC)
-	srv := &http.Server{Addr: *listen, Handler: StoreHandler(Dir{Root: *dir}, digest, logger),
-		ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	logger := srv.ErrorLog
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	go func() {
@@ -156,9 +147,37 @@ func RunStoreServer(args []string) error {
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	logger.Printf("serving %s on %s", *dir, *listen)
-	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+	logger.Printf("serving %s on %s (HTTPS)", dir, srv.Addr)
+	if err := srv.ListenAndServeTLS("", ""); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
+}
+
+// storeServer is the store pod's server as args and the environment configure it, and the
+// directory it serves; an error for anything that would let it serve other than the pod
+// was made for (no token digest, another certificate).
+func storeServer(args []string) (*http.Server, string, error) {
+	fs := flag.NewFlagSet("backup-store", flag.ContinueOnError)
+	dir := fs.String("dir", "/backup", "Directory the backups' objects are written under (the volume's mount).")
+	listen := fs.String("listen", fmt.Sprintf(":%d", StorePort), "Address to serve on.")
+	certFile := fs.String("tls-cert", "/tls/tls.crt", "The pod's certificate (PEM), whose SHA-256 is $"+StoreCertEnv+".")
+	keyFile := fs.String("tls-key", "/tls/tls.key", "The certificate's private key (PEM).")
+	if err := fs.Parse(args); err != nil {
+		return nil, "", err
+	}
+	digest := os.Getenv(StoreTokenEnv)
+	if raw, err := hex.DecodeString(digest); err != nil || len(raw) != sha256.Size {
+		return nil, "", fmt.Errorf("$%s is not a SHA-256 digest: the store would serve anyone", StoreTokenEnv)
+	}
+	if st, err := os.Stat(*dir); err != nil || !st.IsDir() {
+		return nil, "", fmt.Errorf("--dir %s: not a directory (%v)", *dir, err)
+	}
+	tlsConf, err := storeTLS(*certFile, *keyFile, os.Getenv(StoreCertEnv))
+	if err != nil {
+		return nil, "", err
+	}
+	logger := log.New(os.Stderr, "", log.LstdFlags|log.LUTC)
+	return &http.Server{Addr: *listen, Handler: StoreHandler(Dir{Root: *dir}, digest, logger), TLSConfig: tlsConf, ErrorLog: logger,
+		ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}, *dir, nil
 }

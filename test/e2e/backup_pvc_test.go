@@ -86,7 +86,7 @@ spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
 	// can live under a second once ready, and its log goes with it, so its PUT lines are
 	// not required here: the files on the volume, with the status' sizes and SHA-256
 	// (above), are what proves its uploads.
-	for _, want := range []string{"serving /backup on :8080", "GET /objects/e2e/" + ns + "/topvc/shard-0.rdb: 200"} {
+	for _, want := range []string{"serving /backup on :8080 (HTTPS)", "GET /objects/e2e/" + ns + "/topvc/shard-0.rdb: 200"} {
 		if !strings.Contains(logs(), want) {
 			t.Errorf("the store pods' logs (kubectl logs) have no %q:\n%s", want, logs())
 		}
@@ -129,6 +129,14 @@ spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
 	t.Logf("r5: %d keys loaded and %d writes acknowledged before the cut present, %d sent after it absent; the demo lost none of its %d acknowledged writes, longest gap %v; cluster check OK",
 		backupKeys, len(before), len(after), len(acked), rep.LongestGap)
 
+	// The store pods' key pairs: in Secrets owned by the backup and by the restored cluster.
+	for secret, owner := range map[string]string{"topvc-backup-store-tls": "RedisClusterBackup/topvc", "r5-restore-store-tls": "RedisCluster/r5"} {
+		out, err := stack.Kubectl("get", "secret", secret, "-n", ns, "-o", "jsonpath={.type} {.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name}")
+		if err != nil || out != "kubernetes.io/tls "+owner {
+			t.Fatalf("the store pod's key pair %s: %q %v, want kubernetes.io/tls owned by %s", secret, out, err, owner)
+		}
+	}
+
 	// deletionPolicy Delete: the files go with the backup, through a store pod again.
 	began := time.Now()
 	if _, err := stack.Kubectl("delete", "recb", "topvc", "-n", ns, "--timeout=90s"); err != nil {
@@ -139,6 +147,16 @@ spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
 	}
 	storePodsGone(ctx, t, ns)
 	t.Logf("deleting the backup deleted its files from the volume in %v", time.Since(began).Round(time.Millisecond))
+	// Its store pod's key pair goes with it, by garbage collection.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(500 * time.Millisecond) {
+		out, err := stack.Kubectl("get", "secret", "-n", ns, "topvc-backup-store-tls", "--ignore-not-found", "-o", "name")
+		if err == nil && out == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the deleted backup's key pair outlived it by a minute: %q %v", out, err)
+		}
+	}
 }
 
 // missingClaim: a backup naming a claim that does not exist waits, Pending with
@@ -255,17 +273,18 @@ func filesAreTheObjects(t *testing.T, volume string, b redisv1alpha1.RedisCluste
 	t.Logf("the volume holds %d shard files with the status' sizes and SHA-256, and the manifest, under %s", len(b.Status.Shards), dir)
 }
 
-// storePodsGone waits (30 s at most) until ns has no store pod and no store Secret.
+// storePodsGone waits (30 s at most) until ns has no store pod (their key pairs' Secrets
+// stay with their owners).
 func storePodsGone(ctx context.Context, t *testing.T, ns string) {
 	t.Helper()
 	sel := redisv1alpha1.LabelName + "=redis-backup-store"
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
-		out, err := stack.Kubectl("get", "pods,secrets", "-n", ns, "-l", sel, "-o", "name")
+		out, err := stack.Kubectl("get", "pods", "-n", ns, "-l", sel, "-o", "name")
 		if err == nil && strings.TrimSpace(out) == "" {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("store pods or Secrets left: %s %v", out, err)
+			t.Fatalf("store pods left: %s %v", out, err)
 		}
 	}
 }
