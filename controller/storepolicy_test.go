@@ -142,13 +142,8 @@ func TestStorePodGetsANetworkPolicyWithTheClusters(t *testing.T) {
 // (or a backup whose cluster is gone) gets none: see storepolicy.go for why.
 func TestStorePodHasNoNetworkPolicyWithoutTheClusters(t *testing.T) {
 	g := NewWithT(t)
-	h := newHarness(t)
 	ctx := context.Background()
-	h.r.Options.StoreImage = "operator:dev"
-	ns := newNamespace(t)
-	newClaim(t, ns)
-	rc := newCluster(ns, 6)
-	g.Expect(apiClient.Create(ctx, rc)).To(Succeed())
+	h, ns, rc := storeTest(t)
 	for _, cluster := range []string{rc.Name, "gone"} {
 		b := newPVCBackup(t, ns, "of-"+cluster, cluster)
 		_, reason, _, err := h.r.storePod(ctx, b, backupStorePod(b), destinationOf(b, ""))
@@ -191,13 +186,8 @@ func newPVCBackup(t *testing.T, ns, name, cluster string) *redisv1alpha1.RedisCl
 // Secret), the identity forgotten: a new pod gets a new key pair.
 func TestStorePodGetsItsKeyPairInASecret(t *testing.T) {
 	g := NewWithT(t)
-	h := newHarness(t)
 	ctx := context.Background()
-	h.r.Options.StoreImage = "operator:dev"
-	ns := newNamespace(t)
-	newClaim(t, ns)
-	rc := newCluster(ns, 6)
-	g.Expect(apiClient.Create(ctx, rc)).To(Succeed())
+	h, ns, rc := storeTest(t)
 	b := newPVCBackup(t, ns, "nightly", rc.Name)
 	name := backupStorePod(b)
 	open := func(b *redisv1alpha1.RedisClusterBackup, name string) (backup.Store, string, string) {
@@ -267,4 +257,18 @@ func TestStorePodGetsItsKeyPairInASecret(t *testing.T) {
 	g.Expect(apierrors.IsNotFound(apiClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: backupStorePod(weekly)}, &corev1.Pod{}))).To(BeTrue())
 	g.Expect(h.r.releaseStore(ctx, ns, backupStorePod(weekly))).To(Succeed())
 	g.Expect(apiClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: mine.Name}, mine)).To(Succeed())
+}
+
+// storeTest is a harness whose operator runs store pods of image operator:dev, a new
+// namespace with the claim "backups", and a cluster of 6 pods created there.
+func storeTest(t *testing.T) (*harness, string, *redisv1alpha1.RedisCluster) {
+	h := newHarness(t)
+	h.r.Options.StoreImage = "operator:dev"
+	ns := newNamespace(t)
+	newClaim(t, ns)
+	rc := newCluster(ns, 6)
+	if err := apiClient.Create(context.Background(), rc); err != nil {
+		t.Fatal(err)
+	}
+	return h, ns, rc
 }
