@@ -94,7 +94,7 @@ func bindFlags(fs *flag.FlagSet, o *options, zapOpts *zap.Options) {
 	fs.DurationVar(&o.syncPeriod, "sync-period", 10*time.Minute, "How often every RedisCluster is reconciled even without a change.")
 	fs.StringVar(&o.namespaces, "namespaces", "", "Comma-separated namespaces to watch; empty watches all.")
 	fs.StringVar(&o.operatorNamespace, "operator-namespace", operatorNamespace(), "Namespace of the operator's pods, which the RedisClusters' NetworkPolicies admit to Redis (default: env POD_NAMESPACE, set by the Downward API, else the ServiceAccount's namespace file; empty: each cluster's own namespace only).")
-	fs.StringVar(&o.controller.StoreImage, "backup-store-image", "", "Image of the store pods that serve PersistentVolumeClaim backup destinations (the operator's own image, run as `manager backup-store`); empty: the image of the operator's own pod (env POD_NAME and POD_NAMESPACE).")
+	fs.StringVar(&o.controller.StoreImage, "backup-store-image", "", "Image of the store pods that serve PersistentVolumeClaim backup destinations (the operator's own image, run as `manager backup-store`, of this operator's version or newer: the pods serve HTTPS since it); empty: the image of the operator's own pod (env POD_NAME and POD_NAMESPACE).")
 	fs.DurationVar(&o.controller.CreateTimeout, "create-timeout", 10*time.Minute, "How long Creating may last before the cluster is marked Failed.")
 	fs.DurationVar(&o.controller.ScaleTimeout, "scale-timeout", 30*time.Minute, "How long Scaling may last before the cluster is marked Failed.")
 	fs.DurationVar(&o.controller.UpgradeTimeout, "upgrade-timeout", 30*time.Minute, "How long Upgrading may last before the cluster is marked Failed.")

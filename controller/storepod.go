@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -48,9 +49,9 @@ const storeUID = 65532
 // with update on the owner's finalizers (redisclusters/finalizers is reconciler.go's).
 // +kubebuilder:rbac:groups=redis.middleware.hc.cn,resources=redisclusterbackups/finalizers,verbs=update
 
-// storePod is a client of the ready store pod name for d's claim, created (with its token
-// Secret, both owned by owner) if missing; a reason not empty says why it is not usable
-// yet, naming the field.
+// storePod is a client of the ready store pod name for d's claim, created (after its key
+// pair's Secret, both owned by owner) if missing; a reason not empty says why it is not
+// usable yet, naming the field.
 func (r *Reconciler) storePod(ctx context.Context, owner client.Object, name string, d destination) (backup.Store, string, string, error) {
 	ns, claim, field := owner.GetNamespace(), d.pvc.ClaimName, d.field+".claimName"
 	pvc := &corev1.PersistentVolumeClaim{}
@@ -70,7 +71,7 @@ func (r *Reconciler) storePod(ctx context.Context, owner client.Object, name str
 	if reason, msg, err := r.ensureStorePolicy(ctx, owner, name, field); err != nil || reason != "" {
 		return nil, reason, msg, err
 	}
-	id, err := r.storeIdentities.identity(ns, name)
+	id, err := r.storeIdentities.identity(ns, name, owner.GetUID())
 	if err != nil {
 		return nil, "", "", err
 	}
@@ -146,28 +147,34 @@ func pvcPhase(pvc *corev1.PersistentVolumeClaim) string {
 }
 
 // storeIdentities are the store pods' tokens and key pairs, by namespace/name, in memory
-// only.
+// only, each with the UID of the owner it was made for.
 type storeIdentities struct {
 	mu  sync.Mutex
-	ids map[string]backup.StoreIdentity
+	ids map[string]ownedIdentity
 }
 
-// identity is pod ns/name's identity, a new one the first time.
-func (t *storeIdentities) identity(ns, name string) (backup.StoreIdentity, error) {
+type ownedIdentity struct {
+	backup.StoreIdentity
+	owner types.UID
+}
+
+// identity is pod ns/name's identity, a new one the first time, or when the pod's owner
+// is another object of the same name (the first deleted before its store was released).
+func (t *storeIdentities) identity(ns, name string, owner types.UID) (backup.StoreIdentity, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.ids == nil {
-		t.ids = map[string]backup.StoreIdentity{}
+		t.ids = map[string]ownedIdentity{}
 	}
 	key := ns + "/" + name
-	if id, ok := t.ids[key]; ok {
-		return id, nil
+	if id, ok := t.ids[key]; ok && id.owner == owner {
+		return id.StoreIdentity, nil
 	}
 	id, err := backup.NewStoreIdentity()
 	if err != nil {
 		return id, fmt.Errorf("making the store pod's key pair: %w", err)
 	}
-	t.ids[key] = id
+	t.ids[key] = ownedIdentity{StoreIdentity: id, owner: owner}
 	return id, nil
 }
 
@@ -210,14 +217,28 @@ func (r *Reconciler) writeStoreSecret(ctx context.Context, owner client.Object, 
 		// Preconditioned on what was read and judged: one replaced meanwhile is not taken over.
 		patch := client.MergeFromWithOptions(sec.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		sec.Data = data
-		return "", "", r.Client.Patch(ctx, sec, patch)
+		return storeSecretRefused(r.Client.Patch(ctx, sec, patch), field, key.Name)
 	}
 	sec = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: storePodLabels(name)},
 		Type: corev1.SecretTypeTLS, Data: data}
 	if err := controllerutil.SetControllerReference(owner, sec, r.Client.Scheme()); err != nil {
 		return "", "", err
 	}
-	return "", "", r.Client.Create(ctx, sec)
+	return storeSecretRefused(r.Client.Create(ctx, sec), field, key.Name)
+}
+
+// storeSecretRefused is the reason of a failed write of the key pair's Secret: refused
+// (an admission policy, a quota) or raced (made or changed meanwhile: looked at again).
+func storeSecretRefused(err error, field, name string) (string, string, error) {
+	switch {
+	case err == nil:
+		return "", "", nil
+	case apierrors.IsForbidden(err), apierrors.IsInvalid(err):
+		return ReasonStorePodRefused, fmt.Sprintf("%s: the Secret %s that gives the store pod its key pair was refused: %v", field, name, err), nil
+	case apierrors.IsAlreadyExists(err), apierrors.IsConflict(err):
+		return ReasonStoreStarting, fmt.Sprintf("the Secret %s changed while it was written; written again next", name), nil
+	}
+	return "", "", err
 }
 
 func podEnded(pod *corev1.Pod) bool {
@@ -301,6 +322,10 @@ func storePodSpec(ns, name, claim, image string, id backup.StoreIdentity) *corev
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: storePodLabels(name)},
 		Spec: corev1.PodSpec{
+			// A store that ends (it refused a certificate it was not made for, it ran out
+			// of memory) stays ended, so the operator replaces it (podEnded) and writes its
+			// Secret again, rather than leaving it to restart on the same files forever.
+			RestartPolicy:                corev1.RestartPolicyNever,
 			AutomountServiceAccountToken: ptr.To(false),
 			EnableServiceLinks:           ptr.To(false),
 			SecurityContext: &corev1.PodSecurityContext{

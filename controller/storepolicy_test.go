@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	redisv1alpha1 "github.com/hc-middleware/redis-cluster-operator/api/v1alpha1"
@@ -208,7 +210,7 @@ func TestStorePodGetsItsKeyPairInASecret(t *testing.T) {
 
 	_, reason, _ := open(b, name)
 	g.Expect(reason).To(Equal(ReasonStoreStarting))
-	id, err := h.r.storeIdentities.identity(ns, name)
+	id, err := h.r.storeIdentities.identity(ns, name, b.UID)
 	g.Expect(err).NotTo(HaveOccurred())
 	sec := secret()
 	g.Expect(sec.Type).To(Equal(corev1.SecretTypeTLS))
@@ -222,6 +224,7 @@ func TestStorePodGetsItsKeyPairInASecret(t *testing.T) {
 	g.Expect(c.VolumeMounts).To(ContainElement(corev1.VolumeMount{Name: "tls", MountPath: "/tls", ReadOnly: true}))
 	g.Expect(first.Spec.Volumes[1].Secret.SecretName).To(Equal(storeSecret(name)))
 	g.Expect(podMadeFor(first, id)).To(BeTrue())
+	g.Expect(first.Spec.RestartPolicy).To(Equal(corev1.RestartPolicyNever), "a store that refuses its certificate ends, and is replaced")
 
 	// The operator restarted: a new identity; the pod goes, then the Secret gets the new
 	// key pair before the new pod is made.
@@ -232,7 +235,7 @@ func TestStorePodGetsItsKeyPairInASecret(t *testing.T) {
 	h.writes()
 	open(b, name)
 	g.Expect(h.writes()).To(Equal([]string{"patch *v1.Secret " + storeSecret(name), "create *v1.Pod " + name}))
-	renewed, err := h.r.storeIdentities.identity(ns, name)
+	renewed, err := h.r.storeIdentities.identity(ns, name, b.UID)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(renewed.CertPEM).NotTo(Equal(id.CertPEM))
 	g.Expect(secret().Data[corev1.TLSCertKey]).To(Equal(renewed.CertPEM))
@@ -243,9 +246,14 @@ func TestStorePodGetsItsKeyPairInASecret(t *testing.T) {
 	g.Expect(h.r.releaseStore(ctx, ns, name)).To(Succeed())
 	g.Expect(apierrors.IsNotFound(apiClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.Pod{}))).To(BeTrue())
 	g.Expect(secret().Data[corev1.TLSCertKey]).To(Equal(renewed.CertPEM))
-	again, err := h.r.storeIdentities.identity(ns, name)
+	again, err := h.r.storeIdentities.identity(ns, name, b.UID)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(again.CertPEM).NotTo(Equal(renewed.CertPEM), "a released store's key pair is never trusted again")
+	// Another backup of the same name (the first deleted before its store was released)
+	// gets an identity of its own.
+	foreign, err := h.r.storeIdentities.identity(ns, name, "another-uid")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(foreign.CertPEM).NotTo(Equal(again.CertPEM))
 
 	// A Secret of that name the operator did not make: refused, left alone, no pod.
 	weekly := newPVCBackup(t, ns, "weekly", rc.Name)
@@ -271,4 +279,29 @@ func storeTest(t *testing.T) (*harness, string, *redisv1alpha1.RedisCluster) {
 		t.Fatal(err)
 	}
 	return h, ns, rc
+}
+
+// TestStoreSecretRefusalsHaveReasons: a write of a store pod's Secret that the API server
+// refuses (an admission policy, a quota, an invalid object) is StorePodRefused naming the
+// field and the Secret; one that raced another writer is StoreStarting, looked at again;
+// any other error is returned as an error.
+func TestStoreSecretRefusalsHaveReasons(t *testing.T) {
+	g := NewWithT(t)
+	gr := schema.GroupResource{Resource: "secrets"}
+	for err, want := range map[error]string{
+		apierrors.NewForbidden(gr, "b-backup-store-tls", errors.New("denied by policy")):  ReasonStorePodRefused,
+		apierrors.NewInvalid(schema.GroupKind{Kind: "Secret"}, "b-backup-store-tls", nil): ReasonStorePodRefused,
+		apierrors.NewAlreadyExists(gr, "b-backup-store-tls"):                              ReasonStoreStarting,
+		apierrors.NewConflict(gr, "b-backup-store-tls", errors.New("modified")):           ReasonStoreStarting,
+	} {
+		reason, msg, rerr := storeSecretRefused(err, "spec.pvc.claimName", "b-backup-store-tls")
+		g.Expect(rerr).NotTo(HaveOccurred())
+		g.Expect(reason).To(Equal(want), "%v", err)
+		g.Expect(msg).To(ContainSubstring("b-backup-store-tls"))
+		if want == ReasonStorePodRefused {
+			g.Expect(msg).To(HavePrefix("spec.pvc.claimName: "))
+		}
+	}
+	_, _, err := storeSecretRefused(errors.New("connection refused"), "spec.pvc.claimName", "b-backup-store-tls")
+	g.Expect(err).To(HaveOccurred())
 }

@@ -20,8 +20,8 @@ type Remote struct {
 	// URL is the store pod's base URL, https://POD-IP:8080.
 	URL   string
 	Token string
-	// Cert is the store pod's certificate (PEM), the only one trusted (storetls.go); nil
-	// only for a test's plain-HTTP server.
+	// Cert is the store pod's certificate (PEM), the only one trusted (storetls.go): a
+	// Remote without one, or with a URL that is not https, sends nothing.
 	Cert []byte
 	// Claim names the volume in errors ("PersistentVolumeClaim backups").
 	Claim  string
@@ -57,7 +57,9 @@ func (e *StoreError) Unwrap() error {
 func (s *Remote) http() (*http.Client, error) {
 	s.once.Do(func() {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
-		if s.Cert != nil {
+		if u, err := url.Parse(s.URL); err != nil || u.Scheme != "https" {
+			s.tlsErr = fmt.Errorf("the store pod's URL %q is not https: the token and the data would cross the network in clear", s.URL)
+		} else {
 			tr.TLSClientConfig, s.tlsErr = pinnedTLS(s.Cert)
 		}
 		tr.DialContext = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext

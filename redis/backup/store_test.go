@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/hc-middleware/redis-cluster-operator/redis/redistest"
@@ -35,6 +36,7 @@ func serveDir(t *testing.T, root string) *Remote {
 	}
 	srv := httptest.NewUnstartedServer(StoreHandler(Dir{Root: root}, TokenDigest(id.Token), log.New(io.Discard, "", 0)))
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS13}
+	srv.EnableHTTP2 = true // as a store pod's server, which negotiates h2
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	return &Remote{URL: srv.URL, Token: id.Token, Cert: id.CertPEM, Claim: "PersistentVolumeClaim test"}
@@ -138,22 +140,30 @@ func TestStorePodRefusesWithoutToken(t *testing.T) {
 // TestStorePodIsTrustedByItsCertificateAlone: the operator's client of a store pod trusts
 // the certificate it made for that pod and no other: a pod serving another key pair (as
 // one on the pod's address would) gets no request, so neither the token nor a byte; a
-// client that does not pin (plain HTTP, or the system's roots) is refused too. The store
-// server starts only with the certificate its pod was made for, and a token digest.
+// client without the certificate, or with a URL that is not https, sends nothing at all.
+// The store server starts only with the certificate its pod was made for, and a token
+// digest.
 func TestStorePodIsTrustedByItsCertificateAlone(t *testing.T) {
 	ctx := context.Background()
 	remote, _ := remoteDir(t)
 	other := storeIdentity(t)
-	for name, c := range map[string]*Remote{
-		"another pod's certificate": {URL: remote.URL, Token: remote.Token, Cert: other.CertPEM, Claim: remote.Claim},
-		"the system's roots":        {URL: remote.URL, Token: remote.Token, Claim: remote.Claim},
-		"plain HTTP":                {URL: strings.Replace(remote.URL, "https:", "http:", 1), Token: remote.Token, Claim: remote.Claim},
+	var plainRequests atomic.Int32
+	plain := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { plainRequests.Add(1) }))
+	t.Cleanup(plain.Close)
+	for name, c := range map[string]struct {
+		remote *Remote
+		want   string
+	}{
+		"another pod's certificate": {&Remote{URL: remote.URL, Token: remote.Token, Cert: other.CertPEM, Claim: remote.Claim}, "certificate"},
+		"no certificate":            {&Remote{URL: remote.URL, Token: remote.Token, Claim: remote.Claim}, "no certificate of the store pod"},
+		"plain HTTP":                {&Remote{URL: plain.URL, Token: remote.Token, Cert: remote.Cert, Claim: remote.Claim}, "is not https"},
 	} {
-		if _, err := c.List(ctx, ""); err == nil {
-			t.Fatalf("%s: the store pod was trusted", name)
-		} else if name != "plain HTTP" && !strings.Contains(err.Error(), "certificate") {
-			t.Fatalf("%s: refused, but not for its certificate: %v", name, err)
+		if _, err := c.remote.List(ctx, ""); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("%s: got %v, want a refusal %q", name, err, c.want)
 		}
+	}
+	if n := plainRequests.Load(); n != 0 {
+		t.Fatalf("%d requests sent in clear", n)
 	}
 	if _, err := remote.List(ctx, ""); err != nil {
 		t.Fatalf("the pinned certificate: %v", err)

@@ -96,7 +96,7 @@ func CertDigest(certPEM []byte) string {
 func pinnedTLS(certPEM []byte) (*tls.Config, error) {
 	block, _ := pem.Decode(certPEM)
 	if block == nil || block.Type != "CERTIFICATE" {
-		return nil, errors.New("the store pod's certificate is no PEM certificate")
+		return nil, errors.New("no certificate of the store pod to trust (a PEM certificate)")
 	}
 	cert, err := x509.ParseCertificate(block.Bytes)
 	if err != nil {
@@ -116,7 +116,7 @@ func storeTLS(certFile, keyFile, digest string) (*tls.Config, error) {
 	}
 	sum := sha256.Sum256(pair.Certificate[0])
 	if got := hex.EncodeToString(sum[:]); got != digest {
-		return nil, fmt.Errorf("the certificate in %s has SHA-256 %s, the pod was made for %s ($%s): a Secret changed after the pod was made; the operator makes a new pod", certFile, got, digest, StoreCertEnv)
+		return nil, fmt.Errorf("the certificate in %s has SHA-256 %s, the pod was made for %s ($%s): a Secret changed after the pod was made; the pod ends and the operator makes a new one", certFile, got, digest, StoreCertEnv)
 	}
 	return &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS13}, nil
 }
