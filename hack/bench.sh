@@ -8,7 +8,9 @@
 #              whole operator scaling the demo RedisCluster 6 -> 8 -> 6 pods on the devcluster
 #   backup:    the operator's RedisClusterBackup vs redis-cli --rdb per master, and its
 #              restore (spec.restoreFrom) vs redis-cli --pipe per master, BACKUP_KEYS keys
-#              (default 1,000,000) on the devcluster, 3 rounds
+#              (default 1,000,000) on the devcluster, 3 rounds; then again with -pin (the
+#              servers on CPU 0, the operator, the store and redis-cli on CPU 1: on 2 cores,
+#              the nearest to an operator and a store on other machines than the masters)
 #   scale-valkey: on Valkey 9.1 (the project's image), the operator's atomic slot migration
 #              (CLUSTER MIGRATESLOTS) vs its legacy MIGRATE mover vs valkey-cli --cluster
 #              rebalance, same data, same run, 1,000,000 keys (SCALE_KEYS), 3 rounds at least
@@ -30,6 +32,8 @@ echo "=== scale"
 bench/scale/run.sh -rounds "$(( rounds < 3 ? 3 : rounds ))" -keys "${SCALE_KEYS:-1000000}" -devcluster
 echo "=== backup"
 bench/backup/run.sh -keys "${BACKUP_KEYS:-1000000}" -rounds 3
+echo "=== backup, servers on a core of their own (-pin)"
+bench/backup/run.sh -keys "${BACKUP_KEYS:-1000000}" -rounds 3 -pin
 echo "=== scale-valkey"
 hack/devcluster/images.sh valkey-9.1
 bench/scale/run.sh -valkey -rounds "$(( rounds < 3 ? 3 : rounds ))" -keys "${SCALE_KEYS:-1000000}"
