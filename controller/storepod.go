@@ -33,7 +33,8 @@ import (
 // certificate alone. After an operator restart both are new and the pod is replaced. The
 // cut, the upload, the manifest, the restore and the deletion of the objects are the
 // operator's, exactly as for S3: only the Store differs. The pod and its Secret are owned
-// by what uses them (the backup, or the restoring cluster) and deleted once done.
+// by what uses them (the backup, or the restoring cluster); the pod is deleted once done,
+// the Secret goes with its owner (releaseStore says why).
 
 // storeBindTimeout is how long a store pod may wait for its claim or its start before
 // the reason says what is wrong (PVCNotBound, StorePodNotReady).
@@ -79,7 +80,7 @@ func (r *Reconciler) storePod(ctx context.Context, owner client.Object, name str
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod); client.IgnoreNotFound(err) != nil {
 		return nil, "", "", err
 	} else if err == nil && !metav1.IsControlledBy(pod, owner) {
-		return nil, ReasonStorePodRefused, fmt.Sprintf("%s: a pod named %s exists that the operator did not create for %s; rename or delete it", field, name, owner.GetName()), nil
+		return nil, ReasonStorePodRefused, notTheOperators(field, "pod", name, owner), nil
 	} else if err == nil && (!podMadeFor(pod, id) || podEnded(pod)) {
 		// Made before the operator restarted (another token), or ended: replaced.
 		uid := pod.UID
@@ -212,7 +213,7 @@ func (r *Reconciler) writeStoreSecret(ctx context.Context, owner client.Object, 
 		return "", "", err
 	} else if err == nil {
 		if !metav1.IsControlledBy(sec, owner) || !hasLabels(sec, storeLabels()) {
-			return ReasonStorePodRefused, fmt.Sprintf("%s: a Secret named %s exists that the operator did not create for %s; rename or delete it", field, key.Name, owner.GetName()), nil
+			return ReasonStorePodRefused, notTheOperators(field, "Secret", key.Name, owner), nil
 		}
 		// Preconditioned on what was read and judged: one replaced meanwhile is not taken over.
 		patch := client.MergeFromWithOptions(sec.DeepCopy(), client.MergeFromWithOptimisticLock{})
@@ -225,6 +226,12 @@ func (r *Reconciler) writeStoreSecret(ctx context.Context, owner client.Object, 
 		return "", "", err
 	}
 	return storeSecretRefused(r.Client.Create(ctx, sec), field, key.Name)
+}
+
+// notTheOperators is the StorePodRefused message for an object of a store pod's that
+// exists under its name but was not made by the operator for owner (left alone).
+func notTheOperators(field, kind, name string, owner client.Object) string {
+	return fmt.Sprintf("%s: a %s named %s exists that the operator did not create for %s; rename or delete it", field, kind, name, owner.GetName())
 }
 
 // storeSecretRefused is the reason of a failed write of the key pair's Secret: refused

@@ -76,7 +76,7 @@ func (r *Reconciler) ensureStorePolicy(ctx context.Context, owner client.Object,
 		if !guard {
 			return "", "", nil
 		}
-		return ReasonStorePodRefused, fmt.Sprintf("%s: a NetworkPolicy named %s exists that the operator did not create for %s; rename or delete it", field, name, owner.GetName()), nil
+		return ReasonStorePodRefused, notTheOperators(field, "NetworkPolicy", name, owner), nil
 	case !guard && exists:
 		uid := live.UID
 		return "", "", client.IgnoreNotFound(r.Client.Delete(ctx, live, client.Preconditions{UID: &uid}))
